@@ -1,0 +1,81 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// run executes the CLI in-process and returns stdout, stderr and the error.
+func run(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	cmd := newRootCmd()
+	var out, errOut bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	return out.String(), errOut.String(), err
+}
+
+func TestVersion(t *testing.T) {
+	out, _, err := run(t, "version")
+	if err != nil || !strings.HasPrefix(out, "gradwire ") || !strings.Contains(out, "blas ") {
+		t.Fatalf("version: %q, %v", out, err)
+	}
+}
+
+func TestTrainFlagErrors(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("optim:\n  learning_rate: 0.1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	neg := filepath.Join(t.TempDir(), "neg.yaml")
+	if err := os.WriteFile(neg, []byte("optim:\n  lr: -0.1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	typed := filepath.Join(t.TempDir(), "typed.yaml")
+	if err := os.WriteFile(typed, []byte("train:\n  epochs: five\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"train"}, []string{"--config FILE is required"}},
+		{[]string{"train", "--resume", "x", "--config", "y"}, []string{"do not combine"}},
+		{[]string{"train", "--config", bad}, []string{bad, `"optim.learning_rate"`, `"optim.lr"`}},
+		{[]string{"train", "--config", neg}, []string{neg, "optim.lr", "-0.1"}},
+		{[]string{"train", "--config", typed}, []string{typed, "train.epochs", "five"}},
+		{[]string{"train", "--config", bad + ".missing"}, []string{bad + ".missing"}},
+		{[]string{"train", "--set", "model.name=vgg"}, []string{"--config FILE is required"}},
+		{[]string{"train", "--resume", t.TempDir()}, []string{"config.yaml"}},
+		{[]string{"data", "fetch", "imagenet", "--dir", t.TempDir()}, []string{"imagenet", "fashion-mnist"}},
+		{[]string{"train", "--epochs", "3"}, []string{"unknown flag"}},
+	} {
+		_, _, err := run(t, tc.args...)
+		if err == nil {
+			t.Errorf("%v: no error", tc.args)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%v: error %q does not mention %q", tc.args, err, w)
+			}
+		}
+	}
+}
+
+func TestHelpNamesEveryFlag(t *testing.T) {
+	out, _, err := run(t, "train", "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"--config", "--set", "--out", "--resume", "summary.json", "metrics.jsonl"} {
+		if !strings.Contains(out, f) {
+			t.Errorf("train --help does not mention %s", f)
+		}
+	}
+}

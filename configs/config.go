@@ -1,0 +1,63 @@
+// Package configs holds the typed run configuration, its defaults, loading through
+// viper (unknown keys rejected) and validation. The *.yaml files beside it are the
+// shipped run configs.
+package configs
+
+import (
+	"github.com/gradwire/gradwire/models"
+	"github.com/gradwire/gradwire/optim"
+)
+
+// Config is one training run, as read from a YAML file plus --set overrides.
+type Config struct {
+	Name     string               `mapstructure:"name" yaml:"name"` // run name; default: the config file's base name
+	Seed     int64                `mapstructure:"seed" yaml:"seed"`
+	Data     DataConfig           `mapstructure:"data" yaml:"data"`
+	Model    models.Config        `mapstructure:"model" yaml:"model"`
+	Optim    optim.Config         `mapstructure:"optim" yaml:"optim"`
+	Schedule optim.ScheduleConfig `mapstructure:"schedule" yaml:"schedule"`
+	Train    TrainConfig          `mapstructure:"train" yaml:"train"`
+	Dist     DistConfig           `mapstructure:"dist" yaml:"dist"`
+	Compress CompressConfig       `mapstructure:"compress" yaml:"compress"`
+	Network  NetworkConfig        `mapstructure:"network" yaml:"network"`
+}
+
+// DataConfig is the `data` section.
+type DataConfig struct {
+	Name          string `mapstructure:"name" yaml:"name"`                       // fashion-mnist, mnist, cifar10, cifar100, tinyshakespeare
+	Dir           string `mapstructure:"dir" yaml:"dir"`                         // data root; default $GRADWIRE_DATA, then /usr/share/datasets
+	BatchSize     int    `mapstructure:"batch_size" yaml:"batch_size"`           // per worker
+	EvalBatchSize int    `mapstructure:"eval_batch_size" yaml:"eval_batch_size"` // evaluation batch; 0 = 256 for images, batch_size for text
+	SeqLen        int    `mapstructure:"seq_len" yaml:"seq_len"`                 // text: characters per window (default 64)
+	Augment       bool   `mapstructure:"augment" yaml:"augment"`                 // CIFAR: padded random crop + horizontal flip
+	Normalize     bool   `mapstructure:"normalize" yaml:"normalize"`             // per-data-set mean/std normalisation (default true)
+}
+
+// TrainConfig is the `train` section.
+type TrainConfig struct {
+	Epochs     int  `mapstructure:"epochs" yaml:"epochs"`         // passes over the training set (>= 1)
+	LogEvery   int  `mapstructure:"log_every" yaml:"log_every"`   // steps between metrics.jsonl step records (default 50)
+	Progress   bool `mapstructure:"progress" yaml:"progress"`     // progress bar on stderr (default true)
+	Checkpoint bool `mapstructure:"checkpoint" yaml:"checkpoint"` // write a checkpoint after every epoch (default true)
+	MaxSteps   int  `mapstructure:"max_steps" yaml:"max_steps"`   // stop each epoch after this many steps; 0 = full epochs (smoke tests)
+	EvalLimit  int  `mapstructure:"eval_limit" yaml:"eval_limit"` // evaluate on at most this many test examples; 0 = all
+}
+
+// DistConfig is the `dist` section (data-parallel workers).
+type DistConfig struct {
+	Workers  int    `mapstructure:"workers" yaml:"workers"`   // logical workers N (>= 1)
+	Replicas int    `mapstructure:"replicas" yaml:"replicas"` // Gorgonia replicas; 0 = number of cores
+	Backend  string `mapstructure:"backend" yaml:"backend"`   // local (in-process) or mpi
+}
+
+// CompressConfig is the `compress` section.
+type CompressConfig struct {
+	Name string `mapstructure:"name" yaml:"name"` // none
+}
+
+// NetworkConfig is the `network` section: the cluster the time model predicts for.
+type NetworkConfig struct {
+	BandwidthGbps float64 `mapstructure:"bandwidth_gbps" yaml:"bandwidth_gbps"`
+	LatencyUs     float64 `mapstructure:"latency_us" yaml:"latency_us"`
+	Topology      string  `mapstructure:"topology" yaml:"topology"` // ring, ps
+}

@@ -1,0 +1,439 @@
+package configs_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/gradwire/gradwire/configs"
+	"github.com/gradwire/gradwire/models"
+)
+
+// writeFile writes a YAML file named x.yaml in a fresh directory and returns its path.
+func writeFile(t *testing.T, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "x.yaml")
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestDefaultValidates(t *testing.T) {
+	if err := configs.Default().Validate(); err != nil {
+		t.Fatalf("Default().Validate() = %v", err)
+	}
+	got, err := configs.Load("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := configs.Default()
+	want.Name = "run"
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Load(\"\", nil) = %+v\nwant %+v", got, want)
+	}
+}
+
+// TestKeys checks that Keys is sorted and matches the keys WriteYAML writes, which come
+// from the yaml tags: a yaml tag that differs from its mapstructure tag shows up here.
+func TestKeys(t *testing.T) {
+	keys := configs.Keys()
+	if !sort.StringsAreSorted(keys) || len(slices.Compact(slices.Clone(keys))) != len(keys) {
+		t.Errorf("Keys() not sorted and unique: %v", keys)
+	}
+	b, err := yaml.Marshal(configs.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	var written []string
+	var walk func(prefix string, m map[string]any)
+	walk = func(prefix string, m map[string]any) {
+		for k, v := range m {
+			if sub, ok := v.(map[string]any); ok {
+				walk(prefix+k+".", sub)
+			} else {
+				written = append(written, prefix+k)
+			}
+		}
+	}
+	walk("", m)
+	slices.Sort(written)
+	if !slices.Equal(written, keys) {
+		t.Errorf("written keys %v\nKeys() %v", written, keys)
+	}
+}
+
+// TestShippedConfigs loads and validates every run config in this directory.
+func TestShippedConfigs(t *testing.T) {
+	files, err := filepath.Glob("*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 7 {
+		t.Fatalf("found %d shipped configs, want at least 7: %v", len(files), files)
+	}
+	for _, f := range files {
+		t.Run(f, func(t *testing.T) {
+			c, err := configs.Load(f, nil)
+			if err != nil {
+				// A config may ship before its model's builder lands in models.
+				var raw struct{ Model struct{ Name string } }
+				if b, rerr := os.ReadFile(f); rerr == nil && yaml.Unmarshal(b, &raw) == nil &&
+					!slices.Contains(models.Names(), raw.Model.Name) {
+					t.Skipf("model %q is not registered yet: %v", raw.Model.Name, err)
+				}
+				t.Fatalf("Load(%s): %v", f, err)
+			}
+			if want := strings.TrimSuffix(f, ".yaml"); c.Name != want {
+				t.Errorf("name = %q, want %q", c.Name, want)
+			}
+		})
+	}
+}
+
+func TestLoadOverrides(t *testing.T) {
+	path := writeFile(t, `
+name: exp1
+data:
+  batch_size: 128
+model:
+  name: mlp
+  hidden: [1024]
+schedule:
+  name: step
+  milestones: [3, 4]
+train:
+  epochs: 6
+`)
+	got, err := configs.Load(path, []string{
+		"optim.lr=0.2",
+		"optim.lr=0.1", // later sets win
+		"model.hidden=300,100",
+		"schedule.milestones=[2, 4.5]",
+		"optim.nesterov=true",
+		"Train.Progress=false", // keys match case-insensitively, as in files
+		"seed=-7",
+		"data.dir=/tmp/my data",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := configs.Default()
+	want.Name = "exp1"
+	want.Seed = -7
+	want.Data.BatchSize = 128
+	want.Data.Dir = "/tmp/my data"
+	want.Model.Name = "mlp"
+	want.Model.Hidden = []int{300, 100}
+	want.Optim.LR = 0.1
+	want.Optim.Nesterov = true
+	want.Schedule.Name = "step"
+	want.Schedule.Milestones = []float64{2, 4.5}
+	want.Train.Epochs = 6
+	want.Train.Progress = false
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got  %+v\nwant %+v", got, want)
+	}
+}
+
+func TestNameFromFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "my-run.yml")
+	if err := os.WriteFile(path, []byte("seed: 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := configs.Load(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Name != "my-run" || c.Seed != 3 {
+		t.Errorf("name, seed = %q, %d; want my-run, 3", c.Name, c.Seed)
+	}
+}
+
+func TestWriteYAMLRoundTrip(t *testing.T) {
+	c := configs.Default()
+	c.Name = "2024" // a string YAML would read as a number unless quoted
+	c.Seed = 1 << 62
+	c.Data.Dir = ""
+	c.Model.Hidden = []int{7, 5, 3}
+	c.Optim.LR = 0.1 / 3 // needs every digit to survive
+	c.Optim.Eps = 1e-12
+	c.Schedule.Name = "step"
+	c.Schedule.Milestones = []float64{1.5, 3}
+	c.Network.LatencyUs = 0
+
+	dir := t.TempDir()
+	path := filepath.Join(dir, "resolved.yaml")
+	for range 2 { // the second write replaces the first
+		if err := c.WriteYAML(path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := configs.Load(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, c) {
+		t.Errorf("round trip:\ngot  %+v\nwant %+v", got, c)
+	}
+	assertOnly(t, dir, "resolved.yaml")
+}
+
+// TestWriteYAMLFailure makes the final rename fail (the target is a non-empty
+// directory) and checks that the temporary file is gone.
+func TestWriteYAMLFailure(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "out.yaml")
+	if err := os.MkdirAll(filepath.Join(target, "keep"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	err := configs.Default().WriteYAML(target)
+	if err == nil || !strings.Contains(err.Error(), target) {
+		t.Fatalf("WriteYAML onto a directory: err = %v, want an error naming %s", err, target)
+	}
+	assertOnly(t, dir, "out.yaml")
+}
+
+func assertOnly(t *testing.T, dir string, names ...string) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range entries {
+		got = append(got, e.Name())
+	}
+	if !slices.Equal(got, names) {
+		t.Errorf("%s holds %v, want only %v", dir, got, names)
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		file string // YAML content; "" = no file
+		sets []string
+		want []string // substrings of the error; FILE stands for the file's path
+	}{
+		{
+			name: "unknown key",
+			file: "optim:\n  learning_rate: 0.1\n",
+			want: []string{`FILE: unknown key "optim.learning_rate"; did you mean "optim.lr"?`, "valid optim keys: beta1, beta2,"},
+		},
+		{
+			name: "nested unknown key",
+			file: "model:\n  name: resnet20\n  resnet:\n    depth: 20\n",
+			want: []string{`FILE: unknown key "model.resnet.depth"`, "valid model keys: bn_epsilon"},
+		},
+		{
+			name: "unknown section",
+			file: "optimizer:\n  lr: 0.1\n",
+			want: []string{`FILE: unknown key "optimizer.lr"`, "valid keys: compress, data,"},
+		},
+		{
+			name: "key in the wrong section",
+			file: "train:\n  batch_size: 32\n",
+			want: []string{`FILE: unknown key "train.batch_size"; did you mean "data.batch_size"?`},
+		},
+		{
+			name: "wrong type",
+			file: "train:\n  epochs: five\n",
+			want: []string{`FILE: train.epochs: "five": expected an integer`},
+		},
+		{
+			name: "float for an integer",
+			file: "data:\n  batch_size: 2.5\n",
+			want: []string{`FILE: data.batch_size: 2.5: expected an integer`},
+		},
+		{
+			name: "wrong list element",
+			file: "model:\n  hidden: [512, big]\n",
+			want: []string{`FILE: model.hidden: [512, "big"]: expected a list of integers`},
+		},
+		{
+			name: "scalar section",
+			file: "optim: 5\n",
+			want: []string{`FILE: optim: 5: expected a mapping of optim keys`},
+		},
+		{
+			name: "yaml syntax",
+			file: "optim:\n  lr: [0.1\n",
+			want: []string{"FILE: yaml: line "},
+		},
+		{
+			name: "negative learning rate",
+			file: "optim:\n  lr: -0.1\n",
+			want: []string{"FILE: optim.lr: -0.1: must be a positive number"},
+		},
+		{
+			name: "unknown model",
+			file: "model:\n  name: resnet99\n",
+			want: []string{`FILE: model.name: "resnet99": must be one of `, "lenet5"},
+		},
+		{
+			name: "all problems at once",
+			file: "optim:\n  lr: 0\ntrain:\n  epochs: 0\n",
+			sets: []string{"data.batch_size=0"},
+			want: []string{"FILE: optim.lr: 0: must be", "FILE: train.epochs: 0: must be at least 1", "--set: data.batch_size: 0: must be at least 1"},
+		},
+		{
+			name: "set without =",
+			sets: []string{"train.epochs"},
+			want: []string{`--set: "train.epochs": expected key=value`},
+		},
+		{
+			name: "set unknown key",
+			sets: []string{"optim.weight_decy=0"},
+			want: []string{`--set: unknown key "optim.weight_decy"; did you mean "optim.weight_decay"?`, "valid optim keys:"},
+		},
+		{
+			name: "set bad value",
+			sets: []string{"model.hidden=300,x", "train.progress=maybe"},
+			want: []string{
+				`--set: model.hidden: "300,x": expected a list of integers`,
+				`--set: train.progress: "maybe": expected true or false`,
+			},
+		},
+		{
+			name: "model and data mismatch",
+			sets: []string{"model.name=charlstm"},
+			want: []string{`--set: model.name: "charlstm": needs data.name tinyshakespeare (data.name is "fashion-mnist")`},
+		},
+		{
+			name: "augment without cifar",
+			sets: []string{"data.augment=true"},
+			want: []string{`data.augment: true: only cifar10 and cifar100`},
+		},
+		{
+			name: "nesterov without momentum",
+			sets: []string{"optim.nesterov=true", "optim.momentum=0"},
+			want: []string{`--set: optim.nesterov: true: needs optim.momentum > 0`},
+		},
+		{
+			name: "milestones out of order",
+			sets: []string{"schedule.milestones=[3, 2]"},
+			want: []string{`schedule.milestones: [3, 2]: must be positive epochs in increasing order`},
+		},
+		{
+			name: "warm-up longer than training",
+			sets: []string{"schedule.warmup_epochs=6"},
+			want: []string{`schedule.warmup_epochs: 6: must be in [0, train.epochs] = [0, 5]`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := ""
+			if tt.file != "" {
+				path = writeFile(t, tt.file)
+			}
+			_, err := configs.Load(path, tt.sets)
+			if err == nil {
+				t.Fatal("Load succeeded, want an error")
+			}
+			for _, w := range tt.want {
+				if w = strings.ReplaceAll(w, "FILE", path); !strings.Contains(err.Error(), w) {
+					t.Errorf("error:\n%v\nwant it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "missing.yaml")
+	if _, err := configs.Load(path, nil); err == nil || !strings.Contains(err.Error(), path) {
+		t.Errorf("Load(missing) error = %v, want one naming %s", err, path)
+	}
+}
+
+// TestValidateAll breaks every rule it can at once and checks that each problem is
+// reported, under a key that exists.
+func TestValidateAll(t *testing.T) {
+	c := configs.Default()
+	c.Data.Name = "imagenet"
+	c.Data.BatchSize = 0
+	c.Data.EvalBatchSize = -1
+	c.Data.SeqLen = 0
+	c.Data.Augment = true
+	c.Model.Name = "vit"
+	c.Model.Hidden = []int{}
+	c.Model.HiddenSize, c.Model.Layers, c.Model.EmbedDim = 0, 0, 0
+	c.Model.BNMomentum, c.Model.BNEpsilon = 0, 0
+	c.Optim.Name = "lion"
+	c.Optim.LR = -0.1
+	c.Optim.Momentum = 1
+	c.Optim.WeightDecay = -1
+	c.Optim.Beta1, c.Optim.Beta2 = 1, -0.5
+	c.Optim.Eps = 0
+	c.Optim.ClipNorm = -1
+	c.Schedule.Name = "poly-x"
+	c.Schedule.Milestones = []float64{0}
+	c.Schedule.Gamma = 1.5
+	c.Schedule.MinLR = -1
+	c.Schedule.WarmupEpochs = -1
+	c.Schedule.BaseBatch = -1
+	c.Train.Epochs, c.Train.LogEvery, c.Train.MaxSteps, c.Train.EvalLimit = 0, 0, -1, -1
+	c.Dist.Workers, c.Dist.Replicas, c.Dist.Backend = 0, -1, "grpc"
+	c.Compress.Name = "zip"
+	c.Network.BandwidthGbps, c.Network.LatencyUs, c.Network.Topology = 0, -1, "mesh"
+
+	err := c.Validate()
+	if err == nil {
+		t.Fatal("Validate succeeded")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	reported := map[string]bool{}
+	for _, l := range lines {
+		key, _, _ := strings.Cut(l, ":")
+		if !slices.Contains(configs.Keys(), key) {
+			t.Errorf("problem under unknown key: %s", l)
+		}
+		reported[key] = true
+	}
+	// Every key but the free-form ones must have been reported.
+	for _, k := range configs.Keys() {
+		switch k {
+		case "name", "seed", "data.dir", "data.normalize", "optim.nesterov",
+			"train.progress", "train.checkpoint":
+			continue
+		}
+		if !reported[k] {
+			t.Errorf("no problem reported for %s", k)
+		}
+	}
+}
+
+func TestValidateNonFinite(t *testing.T) {
+	for _, v := range []string{"nan", "inf", "-inf"} {
+		if _, err := configs.Load("", []string{"optim.lr=" + v}); err == nil || !strings.Contains(err.Error(), "optim.lr") {
+			t.Errorf("optim.lr=%s: err = %v, want an optim.lr problem", v, err)
+		}
+	}
+}
+
+func ExampleLoad() {
+	c, err := configs.Load("", []string{"model.name=mlp", "model.hidden=300,100", "optim.lr=0.1"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(c.Name, c.Model.Name, c.Model.Hidden, c.Optim.LR)
+
+	_, err = configs.Load("", []string{"optim.learning_rate=0.1"})
+	fmt.Println(err)
+	// Output:
+	// run mlp [300 100] 0.1
+	// --set: unknown key "optim.learning_rate"; did you mean "optim.lr"? (valid optim keys: beta1, beta2, clip_norm, eps, lr, momentum, name, nesterov, weight_decay)
+}

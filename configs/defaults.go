@@ -1,0 +1,72 @@
+package configs
+
+import (
+	"github.com/gradwire/gradwire/models"
+	"github.com/gradwire/gradwire/optim"
+)
+
+// Default returns the configuration a run gets for every key its file and --set
+// overrides leave out. It is the only place defaults are written down: Load registers
+// each of these values with viper, so a key missing here cannot have a default elsewhere.
+func Default() Config {
+	return Config{
+		Name: "", // Load fills in the config file's base name, or "run"
+		Seed: 1,
+		Data: DataConfig{
+			Name:          "fashion-mnist",
+			Dir:           "",
+			BatchSize:     64,
+			EvalBatchSize: 0,
+			SeqLen:        64,
+			Augment:       false,
+			Normalize:     true,
+		},
+		Model: models.Config{
+			Name:       "lenet5",
+			Hidden:     []int{512, 256},
+			HiddenSize: 128,
+			Layers:     2,
+			EmbedDim:   64,
+			BNMomentum: 0.1,
+			BNEpsilon:  1e-5,
+		},
+		Optim: optim.Config{
+			Name:        "sgd",
+			LR:          0.05,
+			Momentum:    0.9,
+			Nesterov:    false,
+			WeightDecay: 5e-4,
+			Beta1:       0.9,
+			Beta2:       0.999,
+			Eps:         1e-8,
+			ClipNorm:    0,
+		},
+		Schedule: optim.ScheduleConfig{
+			Name:         "cosine",
+			Milestones:   []float64{}, // empty, not nil: what a loaded `milestones: []` decodes to
+			Gamma:        0.1,
+			MinLR:        0,
+			WarmupEpochs: 0,
+			BaseBatch:    0,
+		},
+		Train: TrainConfig{
+			Epochs:     5,
+			LogEvery:   50,
+			Progress:   true,
+			Checkpoint: true,
+			MaxSteps:   0,
+			EvalLimit:  0,
+		},
+		Dist: DistConfig{
+			Workers:  1,
+			Replicas: 0,
+			Backend:  "local",
+		},
+		Compress: CompressConfig{Name: "none"},
+		Network: NetworkConfig{
+			BandwidthGbps: 10,
+			LatencyUs:     50,
+			Topology:      "ring",
+		},
+	}
+}

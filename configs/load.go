@@ -1,0 +1,297 @@
+package configs
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/viper"
+)
+
+// Load returns the run config in the YAML file at path, with Default for every key the
+// file leaves out, then the --set overrides ("key=value", applied in order), validated.
+// An empty path gives the defaults plus the overrides. An empty name becomes the file's
+// base name without its extension, or "run".
+//
+// Every problem found at a stage is reported at once, each naming where it came from
+// (the file or --set), the dotted key, the value and what was expected.
+func Load(path string, sets []string) (Config, error) {
+	v := viper.New()
+	def := reflect.ValueOf(Default())
+	for _, f := range fields {
+		v.SetDefault(f.key, def.FieldByIndex(f.index).Interface())
+	}
+	if path != "" {
+		v.SetConfigFile(path)
+		v.SetConfigType("yaml") // whatever the file's extension
+		if err := v.ReadInConfig(); err != nil {
+			if perr, ok := errors.AsType[viper.ConfigParseError](err); ok {
+				return Config{}, fmt.Errorf("%s: %w", path, perr.Unwrap())
+			}
+			return Config{}, err // os errors name the file already
+		}
+	}
+
+	errs := checkFile(v, path)
+	fromSet := map[string]bool{}
+	for _, s := range sets {
+		key, raw, err := parseSet(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--set: %w", err))
+			continue
+		}
+		// The raw string goes to viper; the decode hook parses it again in UnmarshalExact.
+		v.Set(key, raw)
+		fromSet[key] = true
+	}
+	if len(errs) > 0 {
+		return Config{}, errors.Join(errs...)
+	}
+
+	var c Config
+	if err := v.UnmarshalExact(&c, viper.DecodeHook(decodeHook)); err != nil {
+		return Config{}, fmt.Errorf("decode config: %w", err)
+	}
+	if c.Name == "" {
+		c.Name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+		if path == "" || c.Name == "" {
+			c.Name = "run"
+		}
+	}
+
+	for _, p := range c.problems() {
+		switch {
+		case fromSet[p.key]:
+			errs = append(errs, fmt.Errorf("--set: %s", p))
+		case path != "" && v.InConfig(p.key):
+			errs = append(errs, fmt.Errorf("%s: %s", path, p))
+		default:
+			errs = append(errs, errors.New(p.String()))
+		}
+	}
+	if len(errs) > 0 {
+		return Config{}, errors.Join(errs...)
+	}
+	return c, nil
+}
+
+// checkFile reports the file's keys that are not in Config and its values that do not
+// parse as their field's type. UnmarshalExact would reject both too, but its errors
+// name neither the file nor, reliably, the dotted key.
+func checkFile(v *viper.Viper, path string) []error {
+	var errs []error
+	keys := v.AllKeys()
+	slices.Sort(keys)
+	for _, k := range keys {
+		switch _, known := fieldByKey[k]; {
+		case known || underLeaf(k):
+			// Leaves are type-checked below; keys inside a leaf make its value a mapping,
+			// which that check reports.
+		case sections[k]:
+			// A section given a scalar or a list; a null section (`model:`) keeps the
+			// defaults and reads back as a mapping.
+			if _, isMap := v.Get(k).(map[string]any); !isMap {
+				errs = append(errs, fmt.Errorf("%s: %s: %s: expected a mapping of %s keys", path, k, show(v.Get(k)), k))
+			}
+		default:
+			errs = append(errs, fmt.Errorf("%s: %w", path, unknownKeyError(k)))
+		}
+	}
+	for _, f := range fields {
+		if !v.InConfig(f.key) {
+			continue
+		}
+		if val := v.Get(f.key); !parses(f.typ, val) {
+			errs = append(errs, fmt.Errorf("%s: %s: %s: expected %s", path, f.key, show(val), expected(f.typ)))
+		}
+	}
+	return errs
+}
+
+// underLeaf reports whether some dotted prefix of key is a leaf key.
+func underLeaf(key string) bool {
+	for p := parent(key); p != ""; p = parent(p) {
+		if _, ok := fieldByKey[p]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// parseSet splits one --set argument, checking that the key exists and that the value
+// parses as the key's type. Keys are matched case-insensitively, as viper matches the
+// file's keys.
+func parseSet(s string) (key, raw string, err error) {
+	key, raw, ok := strings.Cut(s, "=")
+	key = strings.ToLower(strings.TrimSpace(key))
+	if !ok || key == "" {
+		return "", "", fmt.Errorf("%q: expected key=value, e.g. optim.lr=0.1", s)
+	}
+	f, known := fieldByKey[key]
+	if !known {
+		return "", "", unknownKeyError(key)
+	}
+	if !parses(f.typ, raw) {
+		return "", "", fmt.Errorf("%s: %q: expected %s", key, raw, expected(f.typ))
+	}
+	return key, raw, nil
+}
+
+// decodeHook is the mapstructure hook for UnmarshalExact: it turns every leaf value
+// (a YAML scalar or list, a --set string, a default) into its field's type and passes
+// sections through.
+func decodeHook(_, to reflect.Type, data any) (any, error) {
+	if expected(to) == "" {
+		return data, nil
+	}
+	out, ok := convert(to, data)
+	if !ok {
+		return nil, fmt.Errorf("%s: expected %s", show(data), expected(to))
+	}
+	return out, nil
+}
+
+// parses reports whether convert accepts v for type t.
+func parses(t reflect.Type, v any) bool {
+	_, ok := convert(t, v)
+	return ok
+}
+
+// expected describes the values a leaf type takes, for error messages; "" for types
+// that are not leaves of Config.
+func expected(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int64:
+		return "an integer"
+	case reflect.Float64:
+		return "a number"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.String:
+		return "a string"
+	case reflect.Slice:
+		switch t.Elem().Kind() {
+		case reflect.Int:
+			return "a list of integers, e.g. 512,256 or [512, 256]"
+		case reflect.Float64:
+			return "a list of numbers, e.g. 80,120 or [80, 120]"
+		}
+	}
+	return ""
+}
+
+// convert returns v as a value of leaf type t. Strings are parsed, since that is how
+// --set values arrive; other values must already be of the right kind, so a YAML 2.5 or
+// true for an integer is an error rather than a silent cast.
+func convert(t reflect.Type, v any) (any, bool) {
+	switch t.Kind() {
+	case reflect.String:
+		s, ok := v.(string)
+		return s, ok
+	case reflect.Bool:
+		switch x := v.(type) {
+		case bool:
+			return x, true
+		case string:
+			b, err := strconv.ParseBool(strings.TrimSpace(x))
+			return b, err == nil
+		}
+	case reflect.Int, reflect.Int64:
+		if n, ok := toInt(v); ok {
+			return reflect.ValueOf(n).Convert(t).Interface(), true
+		}
+	case reflect.Float64:
+		return toFloat(v)
+	case reflect.Slice:
+		return toSlice(t, v)
+	}
+	return nil, false
+}
+
+func toInt(v any) (int64, bool) {
+	switch x := v.(type) {
+	case int:
+		return int64(x), true
+	case int64:
+		return x, true
+	case uint64: // YAML integers beyond int64
+		return int64(x), x <= math.MaxInt64
+	case string:
+		n, err := strconv.ParseInt(strings.TrimSpace(x), 10, 64)
+		return n, err == nil
+	}
+	return 0, false
+}
+
+func toFloat(v any) (float64, bool) {
+	switch x := v.(type) {
+	case float64:
+		return x, true
+	case int:
+		return float64(x), true
+	case int64:
+		return float64(x), true
+	case uint64:
+		return float64(x), true
+	case string:
+		f, err := strconv.ParseFloat(strings.TrimSpace(x), 64)
+		return f, err == nil
+	}
+	return 0, false
+}
+
+// toSlice converts a list (YAML sequence or default slice), a string "512,256" or
+// "[512, 256]", or a lone scalar (a list of one, as "80" is on the command line).
+func toSlice(t reflect.Type, v any) (any, bool) {
+	var items []any
+	if s, ok := v.(string); ok {
+		s = strings.TrimSpace(s)
+		if strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]") {
+			s = s[1 : len(s)-1]
+		}
+		if strings.TrimSpace(s) != "" {
+			for _, item := range strings.Split(s, ",") {
+				items = append(items, item)
+			}
+		}
+	} else if rv := reflect.ValueOf(v); rv.Kind() == reflect.Slice {
+		for i := range rv.Len() {
+			items = append(items, rv.Index(i).Interface())
+		}
+	} else {
+		items = []any{v}
+	}
+	out := reflect.MakeSlice(t, len(items), len(items))
+	for i, item := range items {
+		x, ok := convert(t.Elem(), item)
+		if !ok {
+			return nil, false
+		}
+		out.Index(i).Set(reflect.ValueOf(x))
+	}
+	return out.Interface(), true
+}
+
+// show formats a value for an error message: strings quoted, lists as [a, b], a YAML
+// null as null.
+func show(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return strconv.Quote(x)
+	}
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Slice {
+		parts := make([]string, rv.Len())
+		for i := range parts {
+			parts[i] = show(rv.Index(i).Interface())
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	}
+	return fmt.Sprint(v)
+}

@@ -1,0 +1,149 @@
+package configs
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/gradwire/gradwire/models"
+	"github.com/gradwire/gradwire/optim"
+)
+
+// Names accepted by the string keys that have no registry in another package.
+var (
+	dataNames     = []string{"fashion-mnist", "mnist", "cifar10", "cifar100", "tinyshakespeare"}
+	backendNames  = []string{"local", "mpi"}
+	compressNames = []string{"none"}
+	topologyNames = []string{"ring", "ps"}
+)
+
+// Validate checks every key's range and the rules between keys, and reports all
+// problems at once, one per line, each as "key: value: what is expected".
+func (c Config) Validate() error {
+	probs := c.problems()
+	errs := make([]error, len(probs))
+	for i, p := range probs {
+		errs[i] = errors.New(p.String())
+	}
+	return errors.Join(errs...)
+}
+
+// problem is one failed rule; Load prefixes it with where the value came from.
+type problem struct {
+	key   string
+	value any
+	want  string
+}
+
+func (p problem) String() string { return p.key + ": " + show(p.value) + ": " + p.want }
+
+// checker collects problems; each method checks one kind of rule.
+type checker []problem
+
+func (ps *checker) need(ok bool, key string, value any, want string) {
+	if !ok {
+		*ps = append(*ps, problem{key, value, want})
+	}
+}
+
+func (ps *checker) atLeast(key string, v, lo int) {
+	ps.need(v >= lo, key, v, fmt.Sprintf("must be at least %d", lo))
+}
+
+func (ps *checker) oneOf(key, v string, names []string) {
+	ps.need(slices.Contains(names, v), key, v, "must be one of "+strings.Join(names, ", "))
+}
+
+// The float checks are written so that NaN fails them, and they reject infinities.
+func (ps *checker) positive(key string, x float64) {
+	ps.need(finite(x) && x > 0, key, x, "must be a positive number")
+}
+
+func (ps *checker) nonNegative(key string, x float64) {
+	ps.need(finite(x) && x >= 0, key, x, "must be a non-negative number")
+}
+
+// unit checks x in [0, 1), the range of a decay factor that must forget.
+func (ps *checker) unit(key string, x float64) {
+	ps.need(x >= 0 && x < 1, key, x, "must be in [0, 1)")
+}
+
+// fraction checks x in (0, 1], the range of a multiplier that may keep everything.
+func (ps *checker) fraction(key string, x float64) {
+	ps.need(x > 0 && x <= 1, key, x, "must be in (0, 1]")
+}
+
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
+// problems lists the failed rules in key order of the struct.
+func (c Config) problems() []problem {
+	var ps checker
+
+	d := c.Data
+	ps.oneOf("data.name", d.Name, dataNames)
+	ps.atLeast("data.batch_size", d.BatchSize, 1)
+	ps.atLeast("data.eval_batch_size", d.EvalBatchSize, 0)
+	ps.atLeast("data.seq_len", d.SeqLen, 1)
+	ps.need(!d.Augment || d.Name == "cifar10" || d.Name == "cifar100", "data.augment", d.Augment,
+		fmt.Sprintf("only cifar10 and cifar100 have augmentation (data.name is %q)", d.Name))
+
+	m := c.Model
+	ps.oneOf("model.name", m.Name, models.Names())
+	ps.need(len(m.Hidden) > 0 && !slices.ContainsFunc(m.Hidden, func(h int) bool { return h < 1 }),
+		"model.hidden", m.Hidden, "must be a non-empty list of sizes >= 1")
+	ps.atLeast("model.hidden_size", m.HiddenSize, 1)
+	ps.atLeast("model.layers", m.Layers, 1)
+	ps.atLeast("model.embed_dim", m.EmbedDim, 1)
+	ps.fraction("model.bn_momentum", m.BNMomentum)
+	ps.positive("model.bn_epsilon", m.BNEpsilon)
+	// The character model only reads text, and text is only read by it.
+	ps.need(m.Name != "charlstm" || d.Name == "tinyshakespeare", "model.name", m.Name,
+		fmt.Sprintf("needs data.name tinyshakespeare (data.name is %q)", d.Name))
+	ps.need(d.Name != "tinyshakespeare" || m.Name == "charlstm", "data.name", d.Name,
+		fmt.Sprintf("needs model.name charlstm (model.name is %q)", m.Name))
+
+	o := c.Optim
+	ps.oneOf("optim.name", o.Name, optim.Names())
+	ps.positive("optim.lr", o.LR)
+	ps.unit("optim.momentum", o.Momentum)
+	ps.need(!o.Nesterov || o.Momentum > 0, "optim.nesterov", o.Nesterov, "needs optim.momentum > 0")
+	ps.nonNegative("optim.weight_decay", o.WeightDecay)
+	ps.unit("optim.beta1", o.Beta1)
+	ps.unit("optim.beta2", o.Beta2)
+	ps.positive("optim.eps", o.Eps)
+	ps.nonNegative("optim.clip_norm", o.ClipNorm)
+
+	s := c.Schedule
+	ps.oneOf("schedule.name", s.Name, optim.ScheduleNames())
+	increasing := true
+	for i, e := range s.Milestones {
+		increasing = increasing && finite(e) && e > 0 && (i == 0 || e > s.Milestones[i-1])
+	}
+	ps.need(increasing, "schedule.milestones", s.Milestones, "must be positive epochs in increasing order")
+	ps.fraction("schedule.gamma", s.Gamma)
+	ps.nonNegative("schedule.min_lr", s.MinLR)
+	ps.need(s.WarmupEpochs >= 0 && s.WarmupEpochs <= float64(c.Train.Epochs), "schedule.warmup_epochs", s.WarmupEpochs,
+		fmt.Sprintf("must be in [0, train.epochs] = [0, %d]", c.Train.Epochs))
+	ps.atLeast("schedule.base_batch", s.BaseBatch, 0)
+
+	t := c.Train
+	ps.atLeast("train.epochs", t.Epochs, 1)
+	ps.atLeast("train.log_every", t.LogEvery, 1)
+	ps.atLeast("train.max_steps", t.MaxSteps, 0)
+	ps.atLeast("train.eval_limit", t.EvalLimit, 0)
+
+	ps.atLeast("dist.workers", c.Dist.Workers, 1)
+	ps.atLeast("dist.replicas", c.Dist.Replicas, 0)
+	ps.oneOf("dist.backend", c.Dist.Backend, backendNames)
+
+	ps.oneOf("compress.name", c.Compress.Name, compressNames)
+
+	n := c.Network
+	ps.positive("network.bandwidth_gbps", n.BandwidthGbps)
+	ps.nonNegative("network.latency_us", n.LatencyUs)
+	ps.oneOf("network.topology", n.Topology, topologyNames)
+
+	return ps
+}

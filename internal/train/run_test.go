@@ -1,0 +1,213 @@
+package train
+
+import (
+	"compress/gzip"
+	"context"
+	"encoding/binary"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/gradwire/gradwire/configs"
+)
+
+// writeFakeFashion writes a small data set in the Fashion-MNIST IDX format: each
+// class is a bright horizontal band at its own height plus noise, so a model can
+// learn it in a few steps.
+func writeFakeFashion(t *testing.T, root string, nTrain, nTest int) {
+	t.Helper()
+	dir := filepath.Join(root, "fashion-mnist")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(9, 9))
+	write := func(name string, header []uint32, body []byte) {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		zw := gzip.NewWriter(f)
+		for _, h := range header {
+			binary.Write(zw, binary.BigEndian, h)
+		}
+		zw.Write(body)
+		if err := zw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	split := func(prefix string, n int) {
+		imgs := make([]byte, n*28*28)
+		labels := make([]byte, n)
+		for i := range labels {
+			c := rng.IntN(10)
+			labels[i] = byte(c)
+			img := imgs[i*784 : (i+1)*784]
+			for p := range img {
+				img[p] = byte(rng.IntN(60))
+			}
+			for p := (2 + 2*c) * 28; p < (4+2*c)*28; p++ {
+				img[p] = 200
+			}
+		}
+		write(prefix+"-images-idx3-ubyte.gz", []uint32{0x803, uint32(n), 28, 28}, imgs)
+		write(prefix+"-labels-idx1-ubyte.gz", []uint32{0x801, uint32(n)}, labels)
+	}
+	split("train", nTrain)
+	split("t10k", nTest)
+}
+
+// smallConfig is a fast run on the fake data set.
+func smallConfig(t *testing.T, model string, sets ...string) configs.Config {
+	t.Helper()
+	root := t.TempDir()
+	writeFakeFashion(t, root, 256, 64)
+	base := []string{"data.dir=" + root, "model.name=" + model, "data.batch_size=16", "train.epochs=3",
+		"train.progress=false", "train.log_every=4", "optim.lr=0.05"}
+	cfg, err := configs.Load("", append(base, sets...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func runCfg(t *testing.T, cfg configs.Config, dir string, resume bool) *Summary {
+	t.Helper()
+	sum, err := Run(context.Background(), cfg, Options{OutDir: dir, Resume: resume})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sum
+}
+
+// comparable drops the fields that measure time.
+func comparable(s *Summary) Summary {
+	c := *s
+	c.WallSeconds, c.SamplesPerSecond = 0, 0
+	return c
+}
+
+func TestSameSeedSameMetrics(t *testing.T) {
+	cfg := smallConfig(t, "mlp", "model.hidden=32")
+	a := runCfg(t, cfg, t.TempDir(), false)
+	b := runCfg(t, cfg, t.TempDir(), false)
+	if !reflect.DeepEqual(comparable(a), comparable(b)) {
+		t.Fatalf("two runs with one seed differ:\n%+v\n%+v", comparable(a), comparable(b))
+	}
+	if *a.TestAccuracy < 0.5 {
+		t.Errorf("test accuracy %.3f on an easy synthetic task: training does not work", *a.TestAccuracy)
+	}
+	cfg.Seed = 2
+	c := runCfg(t, cfg, t.TempDir(), false)
+	if c.TestLoss == a.TestLoss {
+		t.Errorf("a different seed gave the same test loss %v", c.TestLoss)
+	}
+}
+
+// TestResumeEqualsUninterrupted simulates a run killed during its last epoch (the
+// last checkpoint and the summary are gone, metrics.jsonl holds records written
+// after the surviving checkpoint) and checks that resuming ends with the same
+// summary, metrics and parameters as the uninterrupted run.
+func TestResumeEqualsUninterrupted(t *testing.T) {
+	for _, tc := range []struct {
+		model string
+		sets  []string
+	}{
+		{"mlp", []string{"model.hidden=32", "optim.nesterov=true"}},
+		{"mlp", []string{"model.hidden=32", "optim.name=adam", "optim.lr=0.001"}},
+		{"resnet20", []string{"train.max_steps=2", "train.eval_limit=16", "data.eval_batch_size=8", "data.batch_size=8"}},
+	} {
+		t.Run(tc.model+"-"+strings.Join(tc.sets, ","), func(t *testing.T) {
+			cfg := smallConfig(t, tc.model, tc.sets...)
+			full, cut := t.TempDir(), t.TempDir()
+			want := runCfg(t, cfg, full, false)
+			runCfg(t, cfg, cut, false)
+			for _, f := range []string{checkpointPath(cut, 3), filepath.Join(cut, "summary.json")} {
+				if err := os.Remove(f); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := runCfg(t, cfg, cut, true)
+			if !reflect.DeepEqual(comparable(want), comparable(got)) {
+				t.Fatalf("resumed run differs:\n%+v\n%+v", comparable(want), comparable(got))
+			}
+			a, err := loadCheckpoint(checkpointPath(full, 3))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := loadCheckpoint(checkpointPath(cut, 3))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(a.Params, b.Params) || !reflect.DeepEqual(a.Buffers, b.Buffers) || !reflect.DeepEqual(a.Optim, b.Optim) {
+				t.Fatal("resumed run ends with different parameters, buffers or optimizer state")
+			}
+			ma, _ := os.ReadFile(filepath.Join(full, "metrics.jsonl"))
+			mb, _ := os.ReadFile(filepath.Join(cut, "metrics.jsonl"))
+			if strings.Count(string(ma), "\n") != strings.Count(string(mb), "\n") {
+				t.Fatalf("metrics.jsonl has %d lines after resume, %d uninterrupted",
+					strings.Count(string(mb), "\n"), strings.Count(string(ma), "\n"))
+			}
+		})
+	}
+}
+
+func TestCorruptCheckpoint(t *testing.T) {
+	cfg := smallConfig(t, "mlp", "model.hidden=8", "train.epochs=1")
+	dir := t.TempDir()
+	runCfg(t, cfg, dir, false)
+	path := checkpointPath(dir, 1)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string][]byte{
+		"corrupt or truncated": append(append([]byte(nil), raw[:100]...), append([]byte{raw[100] ^ 0xff}, raw[101:]...)...),
+		"truncated":            raw[:len(raw)/2],
+		"not a gradwire":       []byte("hello"),
+	}
+	for want, content := range cases {
+		if err := os.WriteFile(path, content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Run(context.Background(), cfg, Options{OutDir: dir, Resume: true})
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), path) {
+			t.Errorf("%s: error %v, expected it to name %s and say %q", want, err, path, want)
+		}
+	}
+}
+
+func TestResumeWithoutCheckpoint(t *testing.T) {
+	cfg := smallConfig(t, "mlp", "model.hidden=8")
+	_, err := Run(context.Background(), cfg, Options{OutDir: t.TempDir(), Resume: true})
+	if err == nil || !strings.Contains(err.Error(), "no checkpoint") {
+		t.Fatalf("error %v, expected 'no checkpoint'", err)
+	}
+}
+
+func TestMissingData(t *testing.T) {
+	empty := t.TempDir()
+	t.Setenv("GRADWIRE_DATA", empty)
+	cfg, err := configs.Load("", []string{"data.dir=" + filepath.Join(empty, "nowhere")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Run(context.Background(), cfg, Options{OutDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), empty) || !strings.Contains(err.Error(), "gradwire data fetch") {
+		t.Fatalf("error %v: expected it to list the places looked at and how to fetch the data", err)
+	}
+}
+
+func TestWorkersAverageGradients(t *testing.T) {
+	// One worker with batch 32 and two workers with batch 16 see the same global
+	// batch; averaging the two half-batch gradients equals the full-batch gradient,
+	// so the runs agree up to float32 rounding.
+	one := runCfg(t, smallConfig(t, "mlp", "model.hidden=16", "data.batch_size=32", "train.epochs=1"), t.TempDir(), false)
+	two := runCfg(t, smallConfig(t, "mlp", "model.hidden=16", "data.batch_size=16", "dist.workers=2", "train.epochs=1"), t.TempDir(), false)
+	if d := one.TestLoss - two.TestLoss; d > 1e-4 || d < -1e-4 {
+		t.Fatalf("test loss %v with 1x32, %v with 2x16", one.TestLoss, two.TestLoss)
+	}
+}

@@ -1,0 +1,24 @@
+package models
+
+import (
+	G "gorgonia.org/gorgonia"
+
+	"github.com/gradwire/gradwire/optim"
+)
+
+// batchNorm normalises a (B, C, H, W) input per channel. Scale and shift are
+// (1, C, 1, 1): with nil, Gorgonia creates full-shape tensors that do not train
+// (GORGONIA.md). Gorgonia's op keeps PyTorch's running-statistics rule (momentum,
+// unbiased variance). On the training graph it normalises with batch statistics;
+// the evaluation graph's op is switched to running statistics by New.
+func (b *builder) batchNorm(x *G.Node, c int, name string) *G.Node {
+	scale := b.param(name+".scale", optim.KindNorm, constant(1), 1, c, 1, 1)
+	shift := b.param(name+".shift", optim.KindNorm, zeros, 1, c, 1, 1)
+	y, _, _, op, err := G.BatchNorm(x, scale, shift, b.cfg.BNMomentum, b.cfg.BNEpsilon)
+	if err != nil {
+		panic(buildError{err})
+	}
+	b.bns = append(b.bns, op)
+	b.bnNames = append(b.bnNames, name)
+	return y
+}

@@ -1,0 +1,19 @@
+package models
+
+// Config selects and sizes a model (the `model` section of a run config).
+type Config struct {
+	Name       string  `mapstructure:"name" yaml:"name"`               // registry name: mlp, lenet5, resnet20, resnet32, resnet56, lstm, charlstm
+	Hidden     []int   `mapstructure:"hidden" yaml:"hidden"`           // mlp: hidden layer sizes (default 512, 256)
+	HiddenSize int     `mapstructure:"hidden_size" yaml:"hidden_size"` // lstm, charlstm: LSTM hidden units (default 128)
+	Layers     int     `mapstructure:"layers" yaml:"layers"`           // charlstm: stacked LSTM layers (default 2)
+	EmbedDim   int     `mapstructure:"embed_dim" yaml:"embed_dim"`     // charlstm: embedding width (default 64)
+	BNMomentum float64 `mapstructure:"bn_momentum" yaml:"bn_momentum"` // BatchNorm running-stat momentum (default 0.1)
+	BNEpsilon  float64 `mapstructure:"bn_epsilon" yaml:"bn_epsilon"`   // BatchNorm epsilon (default 1e-5)
+}
+
+// Input describes what the data set feeds a model, per example.
+type Input struct {
+	Shape   []int // one example: (C, H, W) for images, (T) token ids for text
+	Classes int   // number of classes, or vocabulary size for a language model
+	YLen    int   // labels per example: 1 for classifiers, T for a language model
+}

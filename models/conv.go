@@ -1,0 +1,29 @@
+package models
+
+import (
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gradwire/gradwire/optim"
+)
+
+// conv2d is a 2-D convolution of an NCHW input with a square k×k kernel, cout
+// output channels, and the same stride and zero padding on both spatial axes.
+// The weights are (cout, cin, k, k), PyTorch's layout, He-normal initialised with
+// fan-in cin*k*k. The optional bias is stored as (cout), like PyTorch's, and
+// starts at zero; leave it off before a BatchNorm, whose shift makes it redundant.
+func (b *builder) conv2d(x *G.Node, cin, cout, k, stride, pad int, bias bool, name string) *G.Node {
+	if s := x.Shape(); len(s) != 4 || s[1] != cin {
+		b.fail("models: %s: input shape %v, expected (B, %d, H, W)", name, s, cin)
+	}
+	w := b.param(name+".w", optim.KindConv, heNormal(cin*k*k), cout, cin, k, k)
+	y := must(G.Conv2d(x, w, tensor.Shape{k, k}, []int{pad, pad}, []int{stride, stride}, nil))
+	if !bias {
+		return y
+	}
+	bv := b.param(name+".b", optim.KindBias, zeros, cout)
+	// Broadcasting needs equal ranks: view the bias as (1, cout, 1, 1) and
+	// repeat it along batch, height and width.
+	b4 := must(G.Reshape(bv, tensor.Shape{1, cout, 1, 1}))
+	return must(G.BroadcastAdd(y, b4, nil, []byte{0, 2, 3}))
+}

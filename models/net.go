@@ -1,0 +1,366 @@
+package models
+
+import (
+	"fmt"
+	"math"
+	"sync"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gradwire/gradwire/optim"
+)
+
+var blasOnce sync.Once
+
+// Net is a model built for a fixed batch size: a training graph (forward and
+// backward, BatchNorm on batch statistics) and a forward-only evaluation graph
+// (BatchNorm on running statistics). Both graphs read the parameters from one flat
+// buffer; the training graph's gradients are read out into one flat gradient
+// buffer after every step. A Net is used by one goroutine at a time.
+type Net struct {
+	cfg       Config
+	in        Input
+	batch     int
+	evalBatch int
+	dt        tensor.Dtype
+	tokens    bool // input is token ids, fed to the graph as one-hot rows
+
+	train, eval *graph
+	tm, em      G.VM
+
+	flat, grad any // []float32 or []float64 (float64 only for gradient checks)
+	offsets    []int
+	params     []optim.Param
+	buffers    []Buffer
+}
+
+// Buffer is non-learnable model state that a checkpoint must keep (BatchNorm
+// running statistics); Value aliases the live state.
+type Buffer struct {
+	Name  string
+	Value []float32
+}
+
+// graph is one built Gorgonia graph with its input and output nodes.
+type graph struct {
+	b         *builder
+	x, y      *G.Node // y is nil on the evaluation graph
+	logits    *G.Node
+	loss      *G.Node
+	xT, yT    *tensor.Dense
+	classes   int
+	rowsPerEx int // logits rows per example (YLen)
+}
+
+// New builds the named model for the given input, training batch and evaluation
+// batch (0 = same as batch), with parameters initialised from seed.
+func New(cfg Config, in Input, batch, evalBatch int, seed int64) (*Net, error) {
+	return newNet(cfg, in, batch, evalBatch, seed, tensor.Float32)
+}
+
+func newNet(cfg Config, in Input, batch, evalBatch int, seed int64, dt tensor.Dtype) (net *Net, err error) {
+	e, ok := registry[cfg.Name]
+	if !ok {
+		return nil, fmt.Errorf("model.name: unknown model %q (valid: %v)", cfg.Name, Names())
+	}
+	if batch < 1 {
+		return nil, fmt.Errorf("models: batch size %d, expected >= 1", batch)
+	}
+	if evalBatch == 0 {
+		evalBatch = batch
+	}
+	if err := e.accepts(cfg, in); err != nil {
+		return nil, fmt.Errorf("model %s: %w", cfg.Name, err)
+	}
+	cfg = withDefaults(cfg)
+	n := &Net{cfg: cfg, in: in, batch: batch, evalBatch: evalBatch, dt: dt, tokens: e.tokens}
+
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	blasOnce.Do(useBLAS)
+	if n.train, err = n.build(e, batch, true); err != nil {
+		return nil, err
+	}
+	if n.eval, err = n.build(e, evalBatch, false); err != nil {
+		return nil, err
+	}
+	size := n.train.b.size()
+	switch dt {
+	case tensor.Float32:
+		n.flat, n.grad = make([]float32, size), make([]float32, size)
+	case tensor.Float64:
+		n.flat, n.grad = make([]float64, size), make([]float64, size)
+	default:
+		return nil, fmt.Errorf("models: unsupported dtype %v", dt)
+	}
+	if n.offsets, err = n.train.b.bind(n.flat); err != nil {
+		return nil, err
+	}
+	if _, err = n.eval.b.bind(n.flat); err != nil {
+		return nil, err
+	}
+	n.train.b.initialise(n.flat, n.offsets, seed)
+
+	learnables := make(G.Nodes, len(n.train.b.params))
+	for i, p := range n.train.b.params {
+		learnables[i] = p.node
+	}
+	if _, err := G.Grad(n.train.loss, learnables...); err != nil {
+		return nil, fmt.Errorf("model %s: gradient: %w", cfg.Name, err)
+	}
+	n.tm = G.NewTapeMachine(n.train.b.g, G.BindDualValues(learnables...))
+	n.em = G.NewTapeMachine(n.eval.b.g)
+	// NewTapeMachine switches every BatchNorm op to training and resets its
+	// running statistics (mean 0, variance 1); the evaluation graph's ops must use
+	// running statistics, copied in from the training graph before each Predict.
+	for _, op := range n.train.b.bns {
+		if err := op.Reset(); err != nil {
+			return nil, err
+		}
+	}
+	for _, op := range n.eval.b.bns {
+		if err := op.SetTraining(false); err != nil {
+			return nil, err
+		}
+	}
+	n.makeViews()
+	return n, nil
+}
+
+// build constructs one graph; Gorgonia errors inside model code arrive as panics.
+func (n *Net) build(e entry, batch int, training bool) (g *graph, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			be, ok := r.(buildError)
+			if !ok {
+				panic(r)
+			}
+			err = fmt.Errorf("model %s: %w", n.cfg.Name, be.err)
+		}
+	}()
+	b := newBuilder(n.cfg, n.dt, training)
+	g = &graph{b: b, classes: n.in.Classes, rowsPerEx: n.in.YLen}
+	if n.tokens {
+		g.x = b.input("x", batch*n.in.YLen, n.in.Classes)
+	} else {
+		g.x = b.input("x", append([]int{batch}, n.in.Shape...)...)
+	}
+	g.logits = e.build(b, g.x, n.in, batch)
+	rows := batch * n.in.YLen
+	if s := g.logits.Shape(); len(s) != 2 || s[0] != rows || s[1] != n.in.Classes {
+		return nil, fmt.Errorf("model %s: logits shape %v, expected (%d, %d)", n.cfg.Name, s, rows, n.in.Classes)
+	}
+	g.xT = tensor.New(tensor.Of(n.dt), tensor.WithShape(g.x.Shape()...))
+	if err := G.Let(g.x, g.xT); err != nil {
+		return nil, err
+	}
+	if training {
+		g.y = b.input("y", rows, n.in.Classes)
+		g.yT = tensor.New(tensor.Of(n.dt), tensor.WithShape(rows, n.in.Classes))
+		if err := G.Let(g.y, g.yT); err != nil {
+			return nil, err
+		}
+		// Mean cross-entropy over rows: -mean_r sum_c y[r,c] * log softmax(logits)[r,c].
+		logp := must(G.LogSoftMax(g.logits))
+		g.loss = must(G.Neg(must(G.Mean(must(G.Sum(must(G.HadamardProd(logp, g.y)), 1))))))
+	}
+	return g, nil
+}
+
+// makeViews creates the per-tensor parameter views and the BatchNorm buffers.
+func (n *Net) makeViews() {
+	flat32, _ := n.flat.([]float32)
+	grad32, _ := n.grad.([]float32)
+	for i, p := range n.train.b.params {
+		sz := numel(p.shape)
+		op := optim.Param{Name: p.name, Shape: p.shape, Kind: p.kind, NoDecay: p.noDecay}
+		if flat32 != nil {
+			o := n.offsets[i]
+			op.Value, op.Grad = flat32[o:o+sz:o+sz], grad32[o:o+sz:o+sz]
+		}
+		n.params = append(n.params, op)
+	}
+	if n.dt != tensor.Float32 {
+		return
+	}
+	for i, op := range n.train.b.bns {
+		mean, variance := op.Stats()
+		name := n.train.b.bnNames[i]
+		n.buffers = append(n.buffers,
+			Buffer{Name: name + ".running_mean", Value: mean.Data().([]float32)},
+			Buffer{Name: name + ".running_var", Value: variance.Data().([]float32)})
+	}
+}
+
+// Name is the model's registry name.
+func (n *Net) Name() string { return n.cfg.Name }
+
+// Batch is the training batch size the graph was built for.
+func (n *Net) Batch() int { return n.batch }
+
+// EvalBatch is the evaluation batch size.
+func (n *Net) EvalBatch() int { return n.evalBatch }
+
+// Input is what the model reads per example.
+func (n *Net) Input() Input { return n.in }
+
+// Params are the learnable tensors in a stable order, as views into Flat and Grad.
+func (n *Net) Params() []optim.Param { return n.params }
+
+// Flat is the flat float32 parameter buffer.
+func (n *Net) Flat() []float32 { return n.flat.([]float32) }
+
+// Grad is the flat float32 gradient buffer written by Step.
+func (n *Net) Grad() []float32 { return n.grad.([]float32) }
+
+// Buffers is the non-learnable state (BatchNorm running statistics), aliased.
+func (n *Net) Buffers() []Buffer { return n.buffers }
+
+// NumParams is the number of learnable values.
+func (n *Net) NumParams() int { return n.train.b.size() }
+
+// Step runs forward and backward on one batch: x holds Batch examples
+// (Batch*prod(Input.Shape) values; token ids for a language model), y holds
+// Batch*YLen labels. It overwrites Grad with the mean-loss gradient and returns
+// the mean loss.
+func (n *Net) Step(x []float32, y []int32) (float64, error) {
+	if err := n.setInputs(n.train, x, y); err != nil {
+		return 0, err
+	}
+	defer n.tm.Reset()
+	if err := n.tm.RunAll(); err != nil {
+		return 0, fmt.Errorf("model %s: training step: %w", n.cfg.Name, err)
+	}
+	if err := n.readGrads(); err != nil {
+		return 0, err
+	}
+	loss := scalar(n.train.loss.Value())
+	if math.IsNaN(loss) || math.IsInf(loss, 0) {
+		return loss, fmt.Errorf("model %s: loss is %v", n.cfg.Name, loss)
+	}
+	return loss, nil
+}
+
+// Predict runs the evaluation graph on EvalBatch examples and writes the logits
+// (EvalBatch*YLen rows of Classes values) into out.
+func (n *Net) Predict(x []float32, out []float32) error {
+	if want := n.evalBatch * n.in.YLen * n.in.Classes; len(out) != want {
+		return fmt.Errorf("models: logits buffer has %d values, expected %d", len(out), want)
+	}
+	for i, op := range n.train.b.bns {
+		mean, variance := op.Stats()
+		if err := n.eval.b.bns[i].SetStats(mean, variance); err != nil {
+			return err
+		}
+	}
+	if err := n.setInputs(n.eval, x, nil); err != nil {
+		return err
+	}
+	defer n.em.Reset()
+	if err := n.em.RunAll(); err != nil {
+		return fmt.Errorf("model %s: evaluation: %w", n.cfg.Name, err)
+	}
+	switch v := n.eval.logits.Value().Data().(type) {
+	case []float32:
+		copy(out, v)
+	case []float64:
+		for i := range out {
+			out[i] = float32(v[i])
+		}
+	}
+	return nil
+}
+
+// setInputs copies a batch into the graph's input tensors (one-hot for tokens and labels).
+func (n *Net) setInputs(g *graph, x []float32, y []int32) error {
+	rows := g.x.Shape()[0]
+	if n.tokens {
+		if len(x) != rows {
+			return fmt.Errorf("models: input has %d token ids, expected %d", len(x), rows)
+		}
+		if err := oneHot(g.xT, x, n.in.Classes); err != nil {
+			return fmt.Errorf("models: input: %w", err)
+		}
+	} else {
+		if len(x) != g.xT.Size() {
+			return fmt.Errorf("models: input has %d values, expected %d", len(x), g.xT.Size())
+		}
+		switch d := g.xT.Data().(type) {
+		case []float32:
+			copy(d, x)
+		case []float64:
+			for i, v := range x {
+				d[i] = float64(v)
+			}
+		}
+	}
+	if g.y == nil {
+		return nil
+	}
+	if want := g.yT.Shape()[0]; len(y) != want {
+		return fmt.Errorf("models: %d labels, expected %d", len(y), want)
+	}
+	labels := make([]float32, len(y)) // small: one value per row
+	for i, v := range y {
+		labels[i] = float32(v)
+	}
+	if err := oneHot(g.yT, labels, n.in.Classes); err != nil {
+		return fmt.Errorf("models: labels: %w", err)
+	}
+	return nil
+}
+
+// oneHot writes one-hot rows of t from class ids.
+func oneHot(t *tensor.Dense, ids []float32, classes int) error {
+	switch d := t.Data().(type) {
+	case []float32:
+		return fillOneHot(d, ids, classes)
+	case []float64:
+		return fillOneHot(d, ids, classes)
+	}
+	return fmt.Errorf("one-hot: unsupported dtype %v", t.Dtype())
+}
+
+func fillOneHot[T float32 | float64](d []T, ids []float32, classes int) error {
+	clear(d)
+	for r, v := range ids {
+		c := int(v)
+		if c < 0 || c >= classes || float32(c) != v {
+			return fmt.Errorf("id %v at row %d is not an integer in [0, %d)", v, r, classes)
+		}
+		d[r*classes+c] = 1
+	}
+	return nil
+}
+
+// readGrads copies every parameter gradient into the flat gradient buffer and
+// zeroes Gorgonia's copy (gradients accumulate across RunAll calls).
+func (n *Net) readGrads() error {
+	for i, p := range n.train.b.params {
+		gv, err := p.node.Grad()
+		if err != nil {
+			return fmt.Errorf("model %s: gradient of %s: %w", n.cfg.Name, p.name, err)
+		}
+		o, sz := n.offsets[i], numel(p.shape)
+		switch d := gv.Data().(type) {
+		case []float32:
+			copy(n.grad.([]float32)[o:o+sz], d)
+			clear(d)
+		case []float64:
+			copy(n.grad.([]float64)[o:o+sz], d)
+			clear(d)
+		}
+	}
+	return nil
+}
+
+func scalar(v G.Value) float64 {
+	switch x := v.Data().(type) {
+	case float32:
+		return float64(x)
+	case float64:
+		return x
+	}
+	return math.NaN()
+}

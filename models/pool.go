@@ -1,0 +1,21 @@
+package models
+
+import (
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// maxPool is a k×k max-pool over an NCHW input with the given stride and no padding.
+func maxPool(x *G.Node, k, stride int) *G.Node {
+	return must(G.MaxPool2D(x, tensor.Shape{k, k}, []int{0, 0}, []int{stride, stride}))
+}
+
+// globalAvgPool averages each channel of an NCHW input over its H×W positions,
+// giving (B, C). Gorgonia's GlobalAveragePool2D has no gradient and the backward
+// of AveragePool2D is wrong (GORGONIA.md), so it is written as a mean over the
+// rows of a (B*C, H*W) view.
+func globalAvgPool(x *G.Node) *G.Node {
+	s := x.Shape()
+	rows := must(G.Reshape(x, tensor.Shape{s[0] * s[1], s[2] * s[3]}))
+	return must(G.Reshape(must(G.Mean(rows, 1)), tensor.Shape{s[0], s[1]}))
+}

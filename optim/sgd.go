@@ -1,0 +1,114 @@
+package optim
+
+// SGD is stochastic gradient descent with optional momentum, Nesterov momentum and
+// L2 weight decay, with the semantics of torch.optim.SGD (dampening 0). Per element:
+//
+//	d = g + wd*w                 (wd is 0 for NoDecay parameters)
+//	b = m*b + d                  (momentum > 0 only)
+//	d = d + m*b  if Nesterov,  d = b  otherwise
+//	w -= lr*d
+//
+// PyTorch starts the momentum buffer at b = d on a parameter's first step; a buffer
+// allocated as zeros gives exactly that (m*0 + d = d), so there is no special case.
+// With momentum 0 SGD keeps no buffers.
+type SGD struct {
+	momentum    float64
+	nesterov    bool
+	weightDecay float64
+	step        int64
+	bufs        buffers // slot "momentum", or no slots when momentum is 0
+}
+
+var _ Optimizer = (*SGD)(nil)
+
+// NewSGD returns SGD configured by c (LR, Momentum, Nesterov, WeightDecay; the
+// learning rate itself is passed to each Step). Fields SGD does not use are ignored.
+func NewSGD(c Config) (*SGD, error) {
+	if err := c.validateCommon(); err != nil {
+		return nil, err
+	}
+	if !(c.Momentum >= 0 && c.Momentum < 1) {
+		return nil, &FieldError{Key: "optim.momentum", Value: c.Momentum, Want: "a number in [0, 1)"}
+	}
+	if c.Nesterov && c.Momentum == 0 {
+		return nil, &FieldError{Key: "optim.nesterov", Value: true, Want: "optim.momentum > 0 (Nesterov momentum needs momentum)"}
+	}
+	s := &SGD{momentum: c.Momentum, nesterov: c.Nesterov, weightDecay: c.WeightDecay}
+	if c.Momentum > 0 {
+		s.bufs = newBuffers("sgd", "momentum")
+	} else {
+		s.bufs = newBuffers("sgd")
+	}
+	return s, nil
+}
+
+// Step applies one SGD update with learning rate lr to every parameter. It checks
+// all parameters before changing any.
+func (s *SGD) Step(params []Param, lr float64) error {
+	if err := checkStepLR("sgd", lr); err != nil {
+		return err
+	}
+	if err := s.bufs.prepare(params, true); err != nil {
+		return err
+	}
+	for i := range params {
+		p := &params[i]
+		wd := s.weightDecay
+		if p.NoDecay {
+			wd = 0
+		}
+		if s.momentum == 0 {
+			sgdPlain(p.Value, p.Grad, lr, wd)
+		} else {
+			sgdMomentum(p.Value, p.Grad, s.bufs.byName[p.Name][0], lr, wd, s.momentum, s.nesterov)
+		}
+	}
+	s.step++
+	return nil
+}
+
+// State returns a copy of the step counter and the momentum buffers
+// ("momentum/<param name>"; none when momentum is 0).
+func (s *SGD) State() State {
+	return State{Step: s.step, Buffers: s.bufs.state()}
+}
+
+// SetState restores a state returned by State, copying its buffers. Buffer lengths
+// are checked against the parameters on the next Step.
+func (s *SGD) SetState(st State) error {
+	if st.Step < 0 {
+		return errNegativeStep("sgd", st.Step)
+	}
+	if err := s.bufs.set(st.Buffers); err != nil {
+		return err
+	}
+	s.step = st.Step
+	return nil
+}
+
+// The kernels below compute in float64 and round once per stored value: the loop is
+// bound by memory traffic, so the wider arithmetic costs nothing and saves roundings.
+
+func sgdPlain(w, g []float32, lr, wd float64) {
+	g = g[:len(w)]
+	for i, wi := range w {
+		d := float64(g[i]) + wd*float64(wi)
+		w[i] = float32(float64(wi) - lr*d)
+	}
+}
+
+func sgdMomentum(w, g, b []float32, lr, wd, m float64, nesterov bool) {
+	g = g[:len(w)]
+	b = b[:len(w)]
+	for i, wi := range w {
+		d := float64(g[i]) + wd*float64(wi)
+		bi := m*float64(b[i]) + d
+		b[i] = float32(bi)
+		if nesterov {
+			d += m * bi
+		} else {
+			d = bi
+		}
+		w[i] = float32(float64(wi) - lr*d)
+	}
+}
