@@ -49,6 +49,7 @@ type graph struct {
 	logits    *G.Node
 	loss      *G.Node
 	xT, yT    *tensor.Dense
+	labels    []float32 // scratch: labels as float32 ids for oneHot
 	classes   int
 	rowsPerEx int // logits rows per example (YLen)
 }
@@ -301,11 +302,13 @@ func (n *Net) setInputs(g *graph, x []float32, y []int32) error {
 	if want := g.yT.Shape()[0]; len(y) != want {
 		return fmt.Errorf("models: %d labels, expected %d", len(y), want)
 	}
-	labels := make([]float32, len(y)) // small: one value per row
-	for i, v := range y {
-		labels[i] = float32(v)
+	if g.labels == nil {
+		g.labels = make([]float32, len(y))
 	}
-	if err := oneHot(g.yT, labels, n.in.Classes); err != nil {
+	for i, v := range y {
+		g.labels[i] = float32(v)
+	}
+	if err := oneHot(g.yT, g.labels, n.in.Classes); err != nil {
 		return fmt.Errorf("models: labels: %w", err)
 	}
 	return nil
