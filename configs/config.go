@@ -27,6 +27,7 @@ type DataConfig struct {
 	Name          string `mapstructure:"name" yaml:"name"`                       // fashion-mnist, mnist, cifar10, cifar100, tinyshakespeare
 	Dir           string `mapstructure:"dir" yaml:"dir"`                         // data root; default $GRADWIRE_DATA, then /usr/share/datasets
 	BatchSize     int    `mapstructure:"batch_size" yaml:"batch_size"`           // per worker
+	GlobalBatch   int    `mapstructure:"global_batch" yaml:"global_batch"`       // if set: split over dist.workers, replacing batch_size
 	EvalBatchSize int    `mapstructure:"eval_batch_size" yaml:"eval_batch_size"` // evaluation batch; 0 = 256 for images, batch_size for text
 	SeqLen        int    `mapstructure:"seq_len" yaml:"seq_len"`                 // text: characters per window (default 64)
 	Augment       bool   `mapstructure:"augment" yaml:"augment"`                 // CIFAR: padded random crop + horizontal flip
@@ -45,9 +46,11 @@ type TrainConfig struct {
 
 // DistConfig is the `dist` section (data-parallel workers).
 type DistConfig struct {
-	Workers  int    `mapstructure:"workers" yaml:"workers"`   // logical workers N (>= 1)
-	Replicas int    `mapstructure:"replicas" yaml:"replicas"` // Gorgonia replicas; 0 = number of cores
-	Backend  string `mapstructure:"backend" yaml:"backend"`   // local (in-process) or mpi
+	Workers    int    `mapstructure:"workers" yaml:"workers"`         // logical workers N (>= 1)
+	Replicas   int    `mapstructure:"replicas" yaml:"replicas"`       // Gorgonia replicas; 0 = number of cores
+	Backend    string `mapstructure:"backend" yaml:"backend"`         // local (in-process) or mpi
+	Ranks      int    `mapstructure:"ranks" yaml:"ranks"`             // expected MPI world size; 0 = any that divides workers
+	CheckEvery int    `mapstructure:"check_every" yaml:"check_every"` // steps between replica agreement checks
 }
 
 // CompressConfig is the `compress` section.
@@ -60,4 +63,13 @@ type NetworkConfig struct {
 	BandwidthGbps float64 `mapstructure:"bandwidth_gbps" yaml:"bandwidth_gbps"`
 	LatencyUs     float64 `mapstructure:"latency_us" yaml:"latency_us"`
 	Topology      string  `mapstructure:"topology" yaml:"topology"` // ring, ps
+}
+
+// WorkerBatch is the number of examples each logical worker computes per step:
+// data.global_batch / dist.workers when the global batch is set, else data.batch_size.
+func (c Config) WorkerBatch() int {
+	if c.Data.GlobalBatch > 0 && c.Dist.Workers > 0 {
+		return c.Data.GlobalBatch / c.Dist.Workers
+	}
+	return c.Data.BatchSize
 }

@@ -353,6 +353,20 @@ func TestLoadMissingFile(t *testing.T) {
 
 // TestValidateAll breaks every rule it can at once and checks that each problem is
 // reported, under a key that exists.
+func TestGlobalBatchSplit(t *testing.T) {
+	_, err := configs.Load("", []string{"data.global_batch=100", "dist.workers=8"})
+	if err == nil || !strings.Contains(err.Error(), "data.global_batch: 100") || !strings.Contains(err.Error(), "dist.workers=8") {
+		t.Fatalf("error %v: expected data.global_batch 100 not to split over 8 workers", err)
+	}
+	c, err := configs.Load("", []string{"data.global_batch=128", "dist.workers=4"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.WorkerBatch() != 32 {
+		t.Fatalf("worker batch %d, want 32", c.WorkerBatch())
+	}
+}
+
 func TestValidateAll(t *testing.T) {
 	c := configs.Default()
 	c.Data.Name = "imagenet"
@@ -379,6 +393,7 @@ func TestValidateAll(t *testing.T) {
 	c.Schedule.BaseBatch = -1
 	c.Train.Epochs, c.Train.LogEvery, c.Train.MaxSteps, c.Train.EvalLimit = 0, 0, -1, -1
 	c.Dist.Workers, c.Dist.Replicas, c.Dist.Backend = 0, -1, "grpc"
+	c.Dist.Ranks, c.Dist.CheckEvery, c.Data.GlobalBatch = -1, 0, -8
 	c.Compress.Name = "zip"
 	c.Network.BandwidthGbps, c.Network.LatencyUs, c.Network.Topology = 0, -1, "mesh"
 

@@ -16,6 +16,7 @@ func Default() Config {
 			Name:          "fashion-mnist",
 			Dir:           "",
 			BatchSize:     64,
+			GlobalBatch:   0,
 			EvalBatchSize: 0,
 			SeqLen:        64,
 			Augment:       false,
@@ -58,9 +59,11 @@ func Default() Config {
 			EvalLimit:  0,
 		},
 		Dist: DistConfig{
-			Workers:  1,
-			Replicas: 0,
-			Backend:  "local",
+			Workers:    1,
+			Replicas:   0,
+			Backend:    "local",
+			Ranks:      0,
+			CheckEvery: 100,
 		},
 		Compress: CompressConfig{Name: "none"},
 		Network: NetworkConfig{

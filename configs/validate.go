@@ -137,6 +137,11 @@ func (c Config) problems() []problem {
 	ps.atLeast("dist.workers", c.Dist.Workers, 1)
 	ps.atLeast("dist.replicas", c.Dist.Replicas, 0)
 	ps.oneOf("dist.backend", c.Dist.Backend, backendNames)
+	ps.atLeast("dist.ranks", c.Dist.Ranks, 0)
+	ps.atLeast("dist.check_every", c.Dist.CheckEvery, 1)
+	ps.atLeast("data.global_batch", c.Data.GlobalBatch, 0)
+	ps.need(c.Data.GlobalBatch <= 0 || c.Dist.Workers < 1 || c.Data.GlobalBatch%c.Dist.Workers == 0, "data.global_batch", c.Data.GlobalBatch,
+		fmt.Sprintf("must split evenly over dist.workers=%d (a multiple of %d)", c.Dist.Workers, c.Dist.Workers))
 
 	ps.oneOf("compress.name", c.Compress.Name, compressNames)
 

@@ -37,6 +37,7 @@ type checkpoint struct {
 	MetricsOffset int64 // size of metrics.jsonl when the checkpoint was taken
 	Elapsed       float64
 	Samples       int64
+	BytesSent     int64 // gradient bytes put on the wire by all workers so far
 	Epochs        []EpochResult
 }
 

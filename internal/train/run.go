@@ -20,6 +20,7 @@ import (
 
 	"github.com/gradwire/gradwire/configs"
 	"github.com/gradwire/gradwire/data"
+	"github.com/gradwire/gradwire/dist"
 	"github.com/gradwire/gradwire/internal/version"
 	"github.com/gradwire/gradwire/models"
 	"github.com/gradwire/gradwire/optim"
@@ -41,7 +42,12 @@ type job struct {
 	train   data.Dataset
 	test    data.Dataset
 	aug     *data.Augmenter
-	net     *models.Net
+	net     *models.Net   // replica 0: the parameters the optimizer updates, evaluation
+	nets    []*models.Net // every replica
+	engine  *dist.Engine
+	world   dist.Collective   // the process-level collective; nil for the local backend
+	members []dist.Collective // this process's logical workers
+	rank0   bool              // this process writes outputs (always true for the local backend)
 	opt     optim.Optimizer
 	sched   *optim.Schedule
 	sampler *data.Sampler
@@ -51,10 +57,14 @@ type job struct {
 	metrics       *os.File
 	metricsW      *bufio.Writer
 
-	// Batch buffers, allocated once.
-	gx      []float32
-	y       []int32
-	gradSum []float32
+	// Batch buffers for this process's workers, allocated once.
+	gx        []float32
+	y         []int32
+	xPerW     int // input values per worker batch
+	yPerW     int // labels per worker batch
+	computeS  float64
+	computeN  int
+	bytesSent int64
 }
 
 // Run trains according to cfg and writes the run directory. It returns the summary.
@@ -63,14 +73,19 @@ func Run(ctx context.Context, cfg configs.Config, opts Options) (*Summary, error
 	if j.log == nil {
 		j.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	if cfg.Dist.Backend != "local" {
-		return nil, fmt.Errorf("dist.backend: %q is not available in this build (expected local)", cfg.Dist.Backend)
-	}
 	if cfg.Compress.Name != "none" {
 		return nil, fmt.Errorf("compress.name: %q is not available (expected none)", cfg.Compress.Name)
 	}
 	if err := j.setup(); err != nil {
+		j.close()
 		return nil, err
+	}
+	defer j.close()
+	if !j.rank0 {
+		// Only rank 0 writes the run directory; the others log nothing and
+		// write nothing, and need a scratch metrics file.
+		j.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		j.opts.Stderr = nil
 	}
 	if err := os.MkdirAll(opts.OutDir, 0o755); err != nil {
 		return nil, fmt.Errorf("output directory: %w", err)
@@ -87,9 +102,15 @@ func Run(ctx context.Context, cfg configs.Config, opts Options) (*Summary, error
 		if err := state.restore(path, j.net, j.opt); err != nil {
 			return nil, err
 		}
+		j.engine.SyncReplicas()
+		if err := j.setBuffers(state.Buffers); err != nil {
+			return nil, err
+		}
 		j.log.Info("resuming", "checkpoint", path, "epochs_done", state.Epoch)
-	} else if err := cfg.WriteYAML(filepath.Join(opts.OutDir, "config.yaml")); err != nil {
-		return nil, err
+	} else if j.rank0 {
+		if err := cfg.WriteYAML(filepath.Join(opts.OutDir, "config.yaml")); err != nil {
+			return nil, err
+		}
 	}
 	if err := j.openMetrics(state.MetricsOffset); err != nil {
 		return nil, err
@@ -122,12 +143,15 @@ func (j *job) setup() error {
 			return fmt.Errorf("data.augment: %w", err)
 		}
 	}
-	j.globalBatch = c.Data.BatchSize * c.Dist.Workers
+	if err := j.setupWorkers(); err != nil {
+		return err
+	}
+	j.globalBatch = c.WorkerBatch() * c.Dist.Workers
 	j.sampler = data.NewSampler(j.train.Len(), c.Seed)
 	j.stepsPerEpoch = j.sampler.StepsPerEpoch(j.globalBatch)
 	if j.stepsPerEpoch == 0 {
 		return fmt.Errorf("data.batch_size: global batch %d (batch_size %d x %d workers) is larger than the %d training examples",
-			j.globalBatch, c.Data.BatchSize, c.Dist.Workers, j.train.Len())
+			j.globalBatch, c.WorkerBatch(), c.Dist.Workers, j.train.Len())
 	}
 	if c.Train.MaxSteps > 0 && c.Train.MaxSteps < j.stepsPerEpoch {
 		j.stepsPerEpoch = c.Train.MaxSteps
@@ -136,11 +160,11 @@ func (j *job) setup() error {
 	if evalBatch == 0 {
 		evalBatch = 256
 		if j.test.YLen() > 1 {
-			evalBatch = c.Data.BatchSize
+			evalBatch = c.WorkerBatch()
 		}
 	}
 	in := models.Input{Shape: j.train.XShape(), Classes: j.train.Classes(), YLen: j.train.YLen()}
-	if j.net, err = models.New(c.Model, in, c.Data.BatchSize, evalBatch, c.Seed); err != nil {
+	if err := j.setupReplicas(in, evalBatch); err != nil {
 		return err
 	}
 	if j.opt, err = optim.New(c.Optim); err != nil {
@@ -149,13 +173,12 @@ func (j *job) setup() error {
 	if j.sched, err = optim.NewSchedule(c.Schedule, c.Optim.LR, j.globalBatch, j.stepsPerEpoch, j.stepsPerEpoch*c.Train.Epochs); err != nil {
 		return err
 	}
-	xLen := numel(in.Shape)
-	j.gx = make([]float32, j.globalBatch*xLen)
-	j.y = make([]int32, j.globalBatch*in.YLen)
-	if c.Dist.Workers > 1 {
-		j.gradSum = make([]float32, len(j.net.Grad()))
-	}
+	local := j.engine.LocalWorkers()
+	j.xPerW, j.yPerW = c.WorkerBatch()*numel(in.Shape), c.WorkerBatch()*in.YLen
+	j.gx = make([]float32, local*j.xPerW)
+	j.y = make([]int32, local*j.yPerW)
 	j.log.Info("model", "name", c.Model.Name, "params", j.net.NumParams(), "blas", models.BLAS)
+	j.log.Info("workers", "workers", c.Dist.Workers, "replicas", len(j.nets), "backend", c.Dist.Backend)
 	j.log.Info("data", "name", c.Data.Name, "train", j.train.Len(), "test", j.test.Len(),
 		"global_batch", j.globalBatch, "steps_per_epoch", j.stepsPerEpoch)
 	return nil
@@ -196,7 +219,7 @@ func (j *job) loop(ctx context.Context, st *checkpoint) (*Summary, error) {
 	globalStep := st.GlobalStep
 	elapsed, samples := st.Elapsed, st.Samples
 	epochs := st.Epochs
-	var lastTrainLoss float64
+	j.bytesSent = st.BytesSent
 	for epoch := st.Epoch; epoch < c.Train.Epochs; epoch++ {
 		t0 := time.Now()
 		perm := j.sampler.Permutation(epoch)
@@ -214,7 +237,12 @@ func (j *job) loop(ctx context.Context, st *checkpoint) (*Summary, error) {
 			}
 			lossSum += loss
 			globalStep++
-			if globalStep%c.Train.LogEvery == 0 {
+			if globalStep%c.Dist.CheckEvery == 0 {
+				if err := j.engine.CheckAgreement(globalStep); err != nil {
+					return nil, err
+				}
+			}
+			if globalStep%c.Train.LogEvery == 0 && j.rank0 {
 				// Flushed at once so that a long epoch's progress can be followed in the file.
 				if err := j.record(stepRecord{Kind: "step", Epoch: epoch + 1, Step: globalStep, Loss: loss, LR: lr}); err != nil {
 					return nil, err
@@ -236,23 +264,36 @@ func (j *job) loop(ctx context.Context, st *checkpoint) (*Summary, error) {
 		trainSeconds := time.Since(t0).Seconds()
 		elapsed += trainSeconds
 		samples += int64(j.stepsPerEpoch * j.globalBatch)
-		lastTrainLoss = lossSum / float64(j.stepsPerEpoch)
+		trainLoss := lossSum / float64(j.stepsPerEpoch)
 
+		// Every replica's BatchNorm statistics saw different slices: average them
+		// (over all processes) before evaluating and checkpointing.
+		if err := j.averageBuffers(); err != nil {
+			return nil, err
+		}
+		sent, err := j.engine.TotalBytesSent()
+		if err != nil {
+			return nil, err
+		}
+		j.bytesSent = st.BytesSent + sent
+		if !j.rank0 {
+			continue
+		}
 		ev, err := j.evaluate()
 		if err != nil {
 			return nil, fmt.Errorf("epoch %d: evaluation: %w", epoch+1, err)
 		}
-		res := EpochResult{Kind: "epoch", Epoch: epoch + 1, Step: globalStep, LR: lr, TrainLoss: lastTrainLoss,
+		res := EpochResult{Kind: "epoch", Epoch: epoch + 1, Step: globalStep, LR: lr, TrainLoss: trainLoss,
 			TestLoss: ev.loss, Seconds: trainSeconds, SamplesPerSecond: float64(j.stepsPerEpoch*j.globalBatch) / trainSeconds}
 		if j.isLM() {
 			bpc := ev.loss / math.Ln2
 			res.ValBPC = &bpc
-			j.log.Info("epoch", "epoch", epoch+1, "train_loss", fmt.Sprintf("%.4f", lastTrainLoss), "val_loss", fmt.Sprintf("%.4f", ev.loss),
+			j.log.Info("epoch", "epoch", epoch+1, "train_loss", fmt.Sprintf("%.4f", trainLoss), "val_loss", fmt.Sprintf("%.4f", ev.loss),
 				"val_bpc", fmt.Sprintf("%.4f", bpc), "samples_per_s", fmt.Sprintf("%.0f", res.SamplesPerSecond))
 		} else {
 			acc := ev.accuracy
 			res.TestAccuracy = &acc
-			j.log.Info("epoch", "epoch", epoch+1, "train_loss", fmt.Sprintf("%.4f", lastTrainLoss), "test_loss", fmt.Sprintf("%.4f", ev.loss),
+			j.log.Info("epoch", "epoch", epoch+1, "train_loss", fmt.Sprintf("%.4f", trainLoss), "test_loss", fmt.Sprintf("%.4f", ev.loss),
 				"test_accuracy", fmt.Sprintf("%.4f", acc), "samples_per_s", fmt.Sprintf("%.0f", res.SamplesPerSecond))
 		}
 		epochs = append(epochs, res)
@@ -268,58 +309,48 @@ func (j *job) loop(ctx context.Context, st *checkpoint) (*Summary, error) {
 			}
 		}
 	}
+	if !j.rank0 {
+		return nil, nil
+	}
 	if len(epochs) == 0 {
 		return nil, errors.New("no epoch was run")
 	}
 	last := epochs[len(epochs)-1]
 	sum := &Summary{
 		Model: c.Model.Name, Dataset: c.Data.Name, Epochs: c.Train.Epochs, Steps: globalStep,
-		GlobalBatch: j.globalBatch, Workers: c.Dist.Workers, Optimizer: c.Optim.Name, Compressor: c.Compress.Name,
+		GlobalBatch: j.globalBatch, Workers: c.Dist.Workers, Replicas: len(j.nets), Backend: c.Dist.Backend,
+		Optimizer: c.Optim.Name, Compressor: c.Compress.Name,
 		Seed: c.Seed, Version: version.String(), GoVersion: version.GoVersion(), BLAS: models.BLAS,
 		Params: j.net.NumParams(), TestAccuracy: last.TestAccuracy, TestLoss: last.TestLoss, ValBPC: last.ValBPC,
 		TrainLossFinal: last.TrainLoss, WallSeconds: elapsed, SamplesPerSecond: float64(samples) / elapsed,
-		CompressionRatio: 1,
 	}
+	j.fillTraffic(sum, globalStep)
 	if err := writeJSON(filepath.Join(j.opts.OutDir, "summary.json"), sum); err != nil {
 		return nil, err
 	}
 	return sum, nil
 }
 
-// trainStep computes each worker's gradient on its slice of the global batch,
-// averages them, and takes one optimizer step.
+// trainStep fills this process's workers' slices of the global batch, has the
+// engine compute and average the gradients of all workers, and takes one
+// optimizer step on replica 0, copied to the other replicas.
 func (j *job) trainStep(perm []int, epoch, step int, lr float64) (float64, error) {
 	idx := j.sampler.Batch(perm, step, j.globalBatch)
+	b := j.cfg.WorkerBatch()
+	lo := j.engine.FirstWorker()
+	idx = idx[lo*b : (lo+j.engine.LocalWorkers())*b]
 	j.train.Fill(idx, j.gx, j.y)
 	if j.aug != nil {
 		j.aug.Apply(j.gx, idx, epoch)
 	}
-	workers := j.cfg.Dist.Workers
-	xPer, yPer := len(j.gx)/workers, len(j.y)/workers
-	var loss float64
-	for w := 0; w < workers; w++ {
-		l, err := j.net.Step(j.gx[w*xPer:(w+1)*xPer], j.y[w*yPer:(w+1)*yPer])
-		if err != nil {
-			return 0, err
-		}
-		loss += l
-		if workers > 1 {
-			g := j.net.Grad()
-			if w == 0 {
-				copy(j.gradSum, g)
-			} else {
-				for i, v := range g {
-					j.gradSum[i] += v
-				}
-			}
-		}
+	loss, err := j.engine.Step(func(w int) ([]float32, []int32) {
+		return j.gx[w*j.xPerW : (w+1)*j.xPerW], j.y[w*j.yPerW : (w+1)*j.yPerW]
+	})
+	if err != nil {
+		return 0, err
 	}
-	if workers > 1 {
-		g, inv := j.net.Grad(), 1/float32(workers)
-		for i, v := range j.gradSum {
-			g[i] = v * inv
-		}
-	}
+	j.computeS += j.engine.ComputeSeconds()
+	j.computeN++
 	params := j.net.Params()
 	if j.cfg.Optim.ClipNorm > 0 {
 		optim.ClipGlobalNorm(params, j.cfg.Optim.ClipNorm)
@@ -327,7 +358,8 @@ func (j *job) trainStep(perm []int, epoch, step int, lr float64) (float64, error
 	if err := j.opt.Step(params, lr); err != nil {
 		return 0, err
 	}
-	return loss / float64(workers), nil
+	j.engine.SyncReplicas()
+	return loss, nil
 }
 
 func (j *job) isLM() bool { return j.train.YLen() > 1 }
@@ -397,6 +429,7 @@ func (j *job) checkpoint(epoch, globalStep int, elapsed float64, samples int64, 
 	}
 	c := newCheckpoint(version.String(), j.net, j.opt)
 	c.Epoch, c.GlobalStep, c.MetricsOffset, c.Elapsed, c.Samples, c.Epochs = epoch, globalStep, off, elapsed, samples, epochs
+	c.BytesSent = j.bytesSent
 	return saveCheckpoint(checkpointPath(j.opts.OutDir, epoch), c)
 }
 

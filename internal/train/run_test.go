@@ -4,6 +4,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/binary"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/gradwire/gradwire/configs"
+	"github.com/gradwire/gradwire/internal/datatest"
 )
 
 // writeFakeFashion writes a small data set in the Fashion-MNIST IDX format: each
@@ -86,7 +88,7 @@ func runCfg(t *testing.T, cfg configs.Config, dir string, resume bool) *Summary 
 // comparable drops the fields that measure time.
 func comparable(s *Summary) Summary {
 	c := *s
-	c.WallSeconds, c.SamplesPerSecond = 0, 0
+	c.WallSeconds, c.SamplesPerSecond, c.TimeModel = 0, 0, nil
 	return c
 }
 
@@ -209,5 +211,75 @@ func TestWorkersAverageGradients(t *testing.T) {
 	two := runCfg(t, smallConfig(t, "mlp", "model.hidden=16", "data.batch_size=16", "dist.workers=2", "train.epochs=1"), t.TempDir(), false)
 	if d := one.TestLoss - two.TestLoss; d > 1e-4 || d < -1e-4 {
 		t.Fatalf("test loss %v with 1x32, %v with 2x16", one.TestLoss, two.TestLoss)
+	}
+}
+
+// relDiff is ||a-b|| / ||a||.
+func relDiff(a, b []float32) float64 {
+	var num, den float64
+	for i := range a {
+		d := float64(a[i]) - float64(b[i])
+		num += d * d
+		den += float64(a[i]) * float64(a[i])
+	}
+	return math.Sqrt(num / den)
+}
+
+// equivalence trains one worker x batch 128 and 4 workers x batch 32 (on 2
+// replicas) over the same global batches and compares the final parameters.
+func equivalence(t *testing.T, base configs.Config, model string) {
+	t.Helper()
+	one, four := base, base
+	one.Model.Name, four.Model.Name = model, model
+	one.Data.BatchSize, one.Dist.Workers, one.Dist.Replicas = 128, 1, 1
+	four.Data.BatchSize, four.Dist.Workers, four.Dist.Replicas = 32, 4, 2
+	d1, d4 := t.TempDir(), t.TempDir()
+	s1 := runCfg(t, one, d1, false)
+	s4 := runCfg(t, four, d4, false)
+	c1, err := loadCheckpoint(checkpointPath(d1, base.Train.Epochs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c4, err := loadCheckpoint(checkpointPath(d4, base.Train.Epochs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd := relDiff(c1.Params, c4.Params)
+	t.Logf("%s: %d steps, relative parameter difference %.3g, test accuracy %.4f vs %.4f",
+		model, s1.Steps, rd, *s1.TestAccuracy, *s4.TestAccuracy)
+	if rd > 1e-5 {
+		t.Errorf("%s: parameters differ by %.3g (relative), expected <= 1e-5", model, rd)
+	}
+	if *s1.TestAccuracy != *s4.TestAccuracy {
+		t.Errorf("%s: test accuracy %.4f with 1x128, %.4f with 4x32", model, *s1.TestAccuracy, *s4.TestAccuracy)
+	}
+	if s4.BytesSent != int64(4*4*s4.Params*s4.Steps) || s4.CompressionRatio != 1 {
+		t.Errorf("%s: 4 workers sent %d bytes (ratio %v), expected 4 workers x %d steps x %d params x 4 bytes",
+			model, s4.BytesSent, s4.CompressionRatio, s4.Steps, s4.Params)
+	}
+}
+
+func TestWorkersEquivalentToOneBigBatch(t *testing.T) {
+	for _, model := range []string{"mlp", "lenet5"} {
+		cfg := smallConfig(t, model, "model.hidden=64", "train.epochs=1", "optim.weight_decay=0")
+		equivalence(t, cfg, model)
+	}
+}
+
+// TestWorkersEquivalentOnFashionMNIST is the same on the real data for
+// GRADWIRE_EQUIV_STEPS steps (default 100; 468 is a full epoch).
+func TestWorkersEquivalentOnFashionMNIST(t *testing.T) {
+	dir := filepath.Dir(datatest.Dir(t, "fashion-mnist"))
+	steps := "100"
+	if s := os.Getenv("GRADWIRE_EQUIV_STEPS"); s != "" {
+		steps = s
+	}
+	for _, model := range []string{"mlp", "lenet5"} {
+		cfg, err := configs.Load("", []string{"data.dir=" + dir, "train.epochs=1", "train.max_steps=" + steps,
+			"train.progress=false", "optim.lr=0.05", "optim.momentum=0.9", "schedule.name=constant"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		equivalence(t, cfg, model)
 	}
 }

@@ -18,6 +18,8 @@ type Summary struct {
 	Steps            int      `json:"steps"`
 	GlobalBatch      int      `json:"global_batch"`
 	Workers          int      `json:"workers"`
+	Replicas         int      `json:"replicas"`
+	Backend          string   `json:"backend"`
 	Optimizer        string   `json:"optimizer"`
 	Compressor       string   `json:"compressor"`
 	Seed             int64    `json:"seed"`
@@ -34,6 +36,27 @@ type Summary struct {
 	BytesDense       int64    `json:"bytes_dense"`
 	BytesSent        int64    `json:"bytes_sent"`
 	CompressionRatio float64  `json:"compression_ratio"`
+	// TimeModel predicts a cluster with one machine per worker (absent for one worker).
+	TimeModel *TimeModel `json:"time_model,omitempty"`
+}
+
+// TimeModel is the alpha-beta prediction of summary.json: the measured compute
+// time of one worker's step plus the predicted communication on a cluster of
+// `workers` machines, at 1, 10 and 100 Gbit/s.
+type TimeModel struct {
+	ComputeSecondsPerStep float64        `json:"compute_seconds_per_step"`
+	BytesPerWorkerStep    int64          `json:"bytes_per_worker_step"`
+	Topology              string         `json:"topology"`
+	LatencyUs             float64        `json:"latency_us"`
+	Predictions           []PredictionAt `json:"predictions"`
+}
+
+// PredictionAt is the time model's prediction at one bandwidth.
+type PredictionAt struct {
+	Gbps        float64 `json:"gbps"`
+	CommSeconds float64 `json:"comm_seconds"`
+	StepSeconds float64 `json:"step_seconds"`
+	SpeedUp     float64 `json:"speedup"`
 }
 
 // EpochResult is one epoch's record in metrics.jsonl.

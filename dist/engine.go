@@ -1,0 +1,289 @@
+package dist
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc64"
+	"math"
+	"sync"
+	"time"
+	"unsafe"
+)
+
+// Replica computes gradients on one batch; models.Net satisfies it. Each replica
+// owns its parameters (Flat); the engine keeps them identical.
+type Replica interface {
+	// Step runs forward and backward on one batch, overwrites Grad, returns the mean loss.
+	Step(x []float32, y []int32) (float64, error)
+	// Grad is the gradient buffer Step writes.
+	Grad() []float32
+	// Flat is the parameter buffer.
+	Flat() []float32
+}
+
+// Engine maps the logical workers hosted by this process onto replicas. Worker w
+// is computed by replica w mod R, always in the same order, so results do not
+// depend on scheduling; each worker owns its gradient buffer and exchanges it
+// through its own collective member.
+type Engine struct {
+	replicas []Replica
+	members  []Collective // one per local logical worker, in rank order
+	counted  []*Counted   // the same members, counting gradient bytes
+	grads    [][]float32  // per local worker
+	losses   [][]float32  // per local worker, one value
+	compute  []time.Duration
+}
+
+// NewEngine builds an engine over the local members (ranks Rank()..Rank()+len-1 of
+// a Size()-member collective) and replicas.
+func NewEngine(members []Collective, replicas []Replica) (*Engine, error) {
+	if len(members) == 0 || len(replicas) == 0 {
+		return nil, errors.New("dist: engine needs at least one worker and one replica")
+	}
+	if len(replicas) > len(members) {
+		replicas = replicas[:len(members)] // a replica without a worker would idle
+	}
+	n := len(replicas[0].Grad())
+	for i, r := range replicas {
+		if len(r.Grad()) != n || len(r.Flat()) != n {
+			return nil, fmt.Errorf("dist: replica %d has %d parameters, replica 0 has %d", i, len(r.Flat()), n)
+		}
+	}
+	e := &Engine{replicas: replicas, members: members, compute: make([]time.Duration, len(members))}
+	for _, m := range members {
+		e.counted = append(e.counted, NewCounted(m))
+		e.grads = append(e.grads, make([]float32, n))
+		e.losses = append(e.losses, make([]float32, 1))
+	}
+	e.SyncReplicas()
+	return e, nil
+}
+
+// Workers is the number of logical workers in the whole run.
+func (e *Engine) Workers() int { return e.members[0].Size() }
+
+// LocalWorkers is the number of logical workers this process hosts.
+func (e *Engine) LocalWorkers() int { return len(e.members) }
+
+// FirstWorker is the global index of this process's first logical worker.
+func (e *Engine) FirstWorker() int { return e.members[0].Rank() }
+
+// Replicas are the replicas in use; replica 0 holds the parameters the optimizer updates.
+func (e *Engine) Replicas() []Replica { return e.replicas }
+
+// Step computes every local worker's gradient on its batch (batch(w) returns the
+// data of local worker w), sums the gradients over all workers of the run through
+// the collective and writes their mean into replica 0's Grad. It returns the mean
+// loss over all workers.
+func (e *Engine) Step(batch func(w int) ([]float32, []int32)) (float64, error) {
+	nw, nr := len(e.members), len(e.replicas)
+	ready := make([]chan error, nw)
+	for w := range ready {
+		ready[w] = make(chan error, 1)
+	}
+	var wg sync.WaitGroup
+	for r := 0; r < nr; r++ {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			rep := e.replicas[r]
+			for w := r; w < nw; w += nr {
+				x, y := batch(w)
+				t0 := time.Now()
+				loss, err := rep.Step(x, y)
+				e.compute[w] = time.Since(t0)
+				if err == nil {
+					copy(e.grads[w], rep.Grad())
+					e.losses[w][0] = float32(loss)
+				}
+				ready[w] <- err
+				if err != nil {
+					// Later workers of this replica never get a gradient: fail them too.
+					for w2 := w + nr; w2 < nw; w2 += nr {
+						ready[w2] <- fmt.Errorf("worker %d: not computed after worker %d failed", e.members[w2].Rank(), e.members[w].Rank())
+					}
+					return
+				}
+			}
+		}(r)
+	}
+	errs := make([]error, nw)
+	for w := 0; w < nw; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			if err := <-ready[w]; err != nil {
+				errs[w] = err
+				e.abort(w, err)
+				return
+			}
+			if err := e.counted[w].AllReduce(e.grads[w]); err != nil {
+				errs[w] = err
+				return
+			}
+			errs[w] = e.members[w].AllReduce(e.losses[w])
+		}(w)
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return 0, err
+	}
+	size := float32(e.Workers())
+	g := e.replicas[0].Grad()
+	for i, v := range e.grads[0] {
+		g[i] = v / size
+	}
+	return float64(e.losses[0][0] / size), nil
+}
+
+// abort tells the other members that worker w failed, when the backend supports it.
+func (e *Engine) abort(w int, err error) {
+	if a, ok := e.members[w].(Aborter); ok {
+		a.Abort(err)
+	}
+}
+
+// SyncReplicas copies replica 0's parameters into every other replica (after the
+// optimizer step, which runs on replica 0 only).
+func (e *Engine) SyncReplicas() {
+	src := e.replicas[0].Flat()
+	for _, r := range e.replicas[1:] {
+		copy(r.Flat(), src)
+	}
+}
+
+// AverageBuffers replaces each buffer set with the mean over all replicas and all
+// processes: bufs[r] lists replica r's non-learnable buffers (BatchNorm running
+// statistics) in the same order. Every process must call it at the same time.
+func (e *Engine) AverageBuffers(bufs [][][]float32) error {
+	if len(bufs) != len(e.replicas) {
+		return fmt.Errorf("dist: %d buffer sets for %d replicas", len(bufs), len(e.replicas))
+	}
+	var total int
+	for _, b := range bufs[0] {
+		total += len(b)
+	}
+	if total == 0 {
+		return nil
+	}
+	// Each local worker contributes its replica's buffers, so the all-reduce over
+	// all workers weights every replica by the workers it served.
+	sums := make([][]float32, len(e.members))
+	for w := range sums {
+		sums[w] = make([]float32, 0, total)
+		for _, b := range bufs[w%len(e.replicas)] {
+			sums[w] = append(sums[w], b...)
+		}
+	}
+	errs := make([]error, len(e.members))
+	var wg sync.WaitGroup
+	for w := range e.members {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			errs[w] = e.members[w].AllReduce(sums[w])
+		}(w)
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	inv := 1 / float32(e.Workers())
+	for _, set := range bufs {
+		off := 0
+		for _, b := range set {
+			for i := range b {
+				b[i] = sums[0][off+i] * inv
+			}
+			off += len(b)
+		}
+	}
+	return nil
+}
+
+// CheckAgreement verifies that every replica of every process holds the same
+// parameters: replicas are compared within the process, and a checksum of
+// replica 0 across processes. Disagreement is an error naming the worker.
+func (e *Engine) CheckAgreement(step int) error {
+	ref := e.replicas[0].Flat()
+	for i, r := range e.replicas[1:] {
+		for k, v := range r.Flat() {
+			if math.Float32bits(v) != math.Float32bits(ref[k]) {
+				return fmt.Errorf("dist: step %d: replica %d disagrees with replica 0 at parameter %d (%v != %v)", step, i+1, k, v, ref[k])
+			}
+		}
+	}
+	sum := checksum(ref)
+	payload := make([]byte, 8)
+	for i := range payload {
+		payload[i] = byte(sum >> (8 * i))
+	}
+	all := make([][][]byte, len(e.members))
+	errs := make([]error, len(e.members))
+	var wg sync.WaitGroup
+	for w := range e.members {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			all[w], errs[w] = e.members[w].AllGather(payload)
+		}(w)
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for rank, p := range all[0] {
+		if string(p) != string(all[0][0]) {
+			return fmt.Errorf("dist: step %d: parameters of worker %d differ from worker 0 (checksums %x, %x): replicas drifted apart", step, rank, p, all[0][0])
+		}
+	}
+	return nil
+}
+
+// checksum is a CRC-64 of the parameter bits.
+func checksum(v []float32) uint64 {
+	if len(v) == 0 {
+		return 0
+	}
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))
+	return crc64.Checksum(b, crcTable)
+}
+
+var crcTable = crc64.MakeTable(crc64.ECMA)
+
+// TotalBytesSent is the number of gradient bytes all workers of the run have put
+// on the wire since the last reset; every process must call it at the same time.
+func (e *Engine) TotalBytesSent() (int64, error) {
+	all := make([][][]byte, len(e.members))
+	errs := make([]error, len(e.members))
+	var wg sync.WaitGroup
+	for w := range e.members {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			var p [8]byte
+			binary.LittleEndian.PutUint64(p[:], uint64(e.counted[w].Bytes()))
+			all[w], errs[w] = e.members[w].AllGather(p[:])
+		}(w)
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, p := range all[0] {
+		n += int64(binary.LittleEndian.Uint64(p))
+	}
+	return n, nil
+}
+
+// ComputeSeconds is the mean gradient computation time of a local worker in the
+// last step.
+func (e *Engine) ComputeSeconds() float64 {
+	var s time.Duration
+	for _, d := range e.compute {
+		s += d
+	}
+	return s.Seconds() / float64(len(e.compute))
+}

@@ -1,0 +1,147 @@
+package dist
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fakeReplica's gradient is x + params and its loss the sum of x, so the mean
+// gradient over workers can be worked out directly.
+type fakeReplica struct {
+	flat, grad []float32
+	fail       int // fail on this call number (1-based); 0 = never
+	calls      int
+}
+
+func newFake(n int) *fakeReplica {
+	return &fakeReplica{flat: make([]float32, n), grad: make([]float32, n)}
+}
+
+func (f *fakeReplica) Step(x []float32, _ []int32) (float64, error) {
+	f.calls++
+	if f.calls == f.fail {
+		return 0, errors.New("boom")
+	}
+	var loss float64
+	for i := range f.grad {
+		f.grad[i] = x[i] + f.flat[i]
+		loss += float64(x[i])
+	}
+	return loss, nil
+}
+func (f *fakeReplica) Grad() []float32 { return f.grad }
+func (f *fakeReplica) Flat() []float32 { return f.flat }
+
+func newTestEngine(t *testing.T, workers, replicas, params int) (*Engine, []*fakeReplica) {
+	t.Helper()
+	members, err := NewLocal(workers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fakes := make([]*fakeReplica, replicas)
+	reps := make([]Replica, replicas)
+	for i := range fakes {
+		fakes[i] = newFake(params)
+		reps[i] = fakes[i]
+	}
+	for i := range fakes[0].flat {
+		fakes[0].flat[i] = float32(i)
+	}
+	e, err := NewEngine(members, reps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, fakes
+}
+
+func TestEngineMeanGradient(t *testing.T) {
+	for _, tc := range []struct{ workers, replicas int }{{1, 1}, {4, 1}, {4, 2}, {64, 2}, {3, 8}} {
+		e, fakes := newTestEngine(t, tc.workers, tc.replicas, 5)
+		// Worker w's data is all w: its gradient is w + i, its loss 5w. The mean
+		// gradient is mean(w) + i = (N-1)/2 + i, the mean loss 5(N-1)/2.
+		xs := make([][]float32, tc.workers)
+		for w := range xs {
+			xs[w] = []float32{float32(w), float32(w), float32(w), float32(w), float32(w)}
+		}
+		loss, err := e.Step(func(w int) ([]float32, []int32) { return xs[w], nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := float64(tc.workers)
+		if want := 5 * (n - 1) / 2; math.Abs(loss-want) > 1e-4 {
+			t.Errorf("%+v: loss %v, want %v", tc, loss, want)
+		}
+		for i, g := range fakes[0].grad {
+			if want := (n-1)/2 + float64(i); math.Abs(float64(g)-want) > 1e-4 {
+				t.Errorf("%+v: mean gradient[%d] = %v, want %v", tc, i, g, want)
+			}
+		}
+		// Every replica started from replica 0's parameters.
+		for r, f := range fakes[:min(tc.replicas, tc.workers)] {
+			if f.flat[4] != 4 {
+				t.Errorf("%+v: replica %d parameters not synchronised", tc, r)
+			}
+		}
+		if got, want := e.counted[0].Bytes(), int64(0); tc.workers == 1 && got != want {
+			t.Errorf("one worker counted %d bytes on the wire, want 0", got)
+		}
+		sent, err := e.TotalBytesSent()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := int64(0); tc.workers > 1 {
+			want = int64(tc.workers * 5 * 4)
+			if sent != want {
+				t.Errorf("%+v: %d bytes sent, want %d (each worker sends its 5 float32 once)", tc, sent, want)
+			}
+		}
+	}
+}
+
+func TestEngineFailureDoesNotHang(t *testing.T) {
+	e, fakes := newTestEngine(t, 8, 2, 3)
+	fakes[1].fail = 2 // replica 1's second worker (worker 3) fails
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.Step(func(int) ([]float32, []int32) { return []float32{1, 2, 3}, nil })
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "boom") {
+			t.Fatalf("error %v, expected the worker's failure", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("engine hung after a worker failed")
+	}
+}
+
+func TestEngineAverageBuffers(t *testing.T) {
+	e, _ := newTestEngine(t, 4, 2, 1)
+	// Replica 0 served workers 0 and 2, replica 1 workers 1 and 3: the mean is
+	// (2*a0 + 2*a1)/4.
+	bufs := [][][]float32{{{1, 10}, {100}}, {{3, 30}, {300}}}
+	if err := e.AverageBuffers(bufs); err != nil {
+		t.Fatal(err)
+	}
+	for r := range bufs {
+		if bufs[r][0][0] != 2 || bufs[r][0][1] != 20 || bufs[r][1][0] != 200 {
+			t.Fatalf("replica %d buffers %v, want [[2 20] [200]]", r, bufs[r])
+		}
+	}
+}
+
+func TestEngineCheckAgreement(t *testing.T) {
+	e, fakes := newTestEngine(t, 4, 2, 3)
+	if err := e.CheckAgreement(1); err != nil {
+		t.Fatal(err)
+	}
+	fakes[1].flat[2] += 1e-6
+	err := e.CheckAgreement(7)
+	if err == nil || !strings.Contains(err.Error(), "replica 1") || !strings.Contains(err.Error(), "step 7") {
+		t.Fatalf("error %v, expected replica 1 to disagree at step 7", err)
+	}
+}
