@@ -82,8 +82,7 @@ func Run(ctx context.Context, cfg configs.Config, opts Options) (*Summary, error
 	}
 	defer j.close()
 	if !j.rank0 {
-		// Only rank 0 writes the run directory; the others log nothing and
-		// write nothing, and need a scratch metrics file.
+		// Only rank 0 writes the run directory; the others log nothing.
 		j.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 		j.opts.Stderr = nil
 	}
@@ -112,10 +111,14 @@ func Run(ctx context.Context, cfg configs.Config, opts Options) (*Summary, error
 			return nil, err
 		}
 	}
-	if err := j.openMetrics(state.MetricsOffset); err != nil {
-		return nil, err
+	if j.rank0 {
+		if err := j.openMetrics(state.MetricsOffset); err != nil {
+			return nil, err
+		}
+		defer j.metrics.Close()
+	} else {
+		j.metricsW = bufio.NewWriter(io.Discard)
 	}
-	defer j.metrics.Close()
 	sum, err := j.loop(ctx, state)
 	if ferr := j.metricsW.Flush(); err == nil && ferr != nil {
 		err = ferr
