@@ -4,6 +4,7 @@
 package configs
 
 import (
+	"github.com/gradwire/gradwire/compress"
 	"github.com/gradwire/gradwire/models"
 	"github.com/gradwire/gradwire/optim"
 )
@@ -18,7 +19,7 @@ type Config struct {
 	Schedule optim.ScheduleConfig `mapstructure:"schedule" yaml:"schedule"`
 	Train    TrainConfig          `mapstructure:"train" yaml:"train"`
 	Dist     DistConfig           `mapstructure:"dist" yaml:"dist"`
-	Compress CompressConfig       `mapstructure:"compress" yaml:"compress"`
+	Compress compress.Config      `mapstructure:"compress" yaml:"compress"`
 	Network  NetworkConfig        `mapstructure:"network" yaml:"network"`
 }
 
@@ -51,11 +52,6 @@ type DistConfig struct {
 	Backend    string `mapstructure:"backend" yaml:"backend"`         // local (in-process) or mpi
 	Ranks      int    `mapstructure:"ranks" yaml:"ranks"`             // expected MPI world size; 0 = any that divides workers
 	CheckEvery int    `mapstructure:"check_every" yaml:"check_every"` // steps between replica agreement checks
-}
-
-// CompressConfig is the `compress` section.
-type CompressConfig struct {
-	Name string `mapstructure:"name" yaml:"name"` // none
 }
 
 // NetworkConfig is the `network` section: the cluster the time model predicts for.

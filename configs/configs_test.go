@@ -395,6 +395,10 @@ func TestValidateAll(t *testing.T) {
 	c.Dist.Workers, c.Dist.Replicas, c.Dist.Backend = 0, -1, "grpc"
 	c.Dist.Ranks, c.Dist.CheckEvery, c.Data.GlobalBatch = -1, 0, -8
 	c.Compress.Name = "zip"
+	c.Compress.MinSize, c.Compress.Density = -1, 2
+	c.Compress.DGC.ClipNorm, c.Compress.DGC.WarmupEpochs, c.Compress.DGC.WarmupSchedule, c.Compress.DGC.SampleRatio = -1, -1, "fast", 0
+	c.Compress.AdaComp.BinConv, c.Compress.AdaComp.BinFC = 0, 0
+	c.Compress.PowerSGD.Rank, c.Compress.PowerSGD.StartIter, c.Compress.PowerSGD.MinCompressionRate, c.Compress.PowerSGD.Epsilon = 0, -1, 0, -1
 	c.Network.BandwidthGbps, c.Network.LatencyUs, c.Network.Topology = 0, -1, "mesh"
 
 	err := c.Validate()
@@ -414,7 +418,9 @@ func TestValidateAll(t *testing.T) {
 	for _, k := range configs.Keys() {
 		switch k {
 		case "name", "seed", "data.dir", "data.normalize", "optim.nesterov",
-			"train.progress", "train.checkpoint":
+			"train.progress", "train.checkpoint", "compress.residual", "compress.fp16_values",
+			"compress.dgc.momentum_correction", "compress.dgc.factor_masking", "compress.dgc.sampling",
+			"compress.adacomp.fp32_values", "compress.powersgd.error_feedback", "compress.powersgd.warm_start":
 			continue
 		}
 		if !reported[k] {

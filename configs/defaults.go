@@ -1,6 +1,7 @@
 package configs
 
 import (
+	"github.com/gradwire/gradwire/compress"
 	"github.com/gradwire/gradwire/models"
 	"github.com/gradwire/gradwire/optim"
 )
@@ -65,7 +66,7 @@ func Default() Config {
 			Ranks:      0,
 			CheckEvery: 100,
 		},
-		Compress: CompressConfig{Name: "none"},
+		Compress: compress.DefaultConfig(),
 		Network: NetworkConfig{
 			BandwidthGbps: 10,
 			LatencyUs:     50,

@@ -15,7 +15,6 @@ import (
 var (
 	dataNames     = []string{"fashion-mnist", "mnist", "cifar10", "cifar100", "tinyshakespeare"}
 	backendNames  = []string{"local", "mpi"}
-	compressNames = []string{"none"}
 	topologyNames = []string{"ring", "ps"}
 )
 
@@ -143,7 +142,11 @@ func (c Config) problems() []problem {
 	ps.need(c.Data.GlobalBatch <= 0 || c.Dist.Workers < 1 || c.Data.GlobalBatch%c.Dist.Workers == 0, "data.global_batch", c.Data.GlobalBatch,
 		fmt.Sprintf("must split evenly over dist.workers=%d (a multiple of %d)", c.Dist.Workers, c.Dist.Workers))
 
-	ps.oneOf("compress.name", c.Compress.Name, compressNames)
+	for _, p := range c.Compress.Problems() {
+		ps.need(false, p.Key, p.Value, p.Want)
+	}
+	ps.need(!c.Compress.OwnsMomentum() || c.Optim.Name == "sgd", "compress.name", c.Compress.Name,
+		fmt.Sprintf("dgc with momentum correction applies momentum itself and needs optim.name sgd (got %s), or set compress.dgc.momentum_correction false", c.Optim.Name))
 
 	n := c.Network
 	ps.positive("network.bandwidth_gbps", n.BandwidthGbps)

@@ -22,6 +22,30 @@ type Replica interface {
 	Flat() []float32
 }
 
+// Exchanger is one logical worker's gradient exchange: it replaces the worker's
+// flat gradient with the mean over all workers (compressing on the way) and
+// counts the bytes the worker puts on the wire.
+type Exchanger interface {
+	Exchange(grad []float32, step int) error
+	Bytes() int64
+}
+
+// denseExchange all-reduces float32 gradients: the baseline exchange.
+type denseExchange struct{ c *Counted }
+
+func (d denseExchange) Exchange(grad []float32, _ int) error {
+	if err := d.c.AllReduce(grad); err != nil {
+		return err
+	}
+	inv := 1 / float32(d.c.Size())
+	for i := range grad {
+		grad[i] *= inv
+	}
+	return nil
+}
+
+func (d denseExchange) Bytes() int64 { return d.c.Bytes() }
+
 // Engine maps the logical workers hosted by this process onto replicas. Worker w
 // is computed by replica w mod R, always in the same order, so results do not
 // depend on scheduling; each worker owns its gradient buffer and exchanges it
@@ -29,15 +53,16 @@ type Replica interface {
 type Engine struct {
 	replicas []Replica
 	members  []Collective // one per local logical worker, in rank order
-	counted  []*Counted   // the same members, counting gradient bytes
+	exchange []Exchanger  // per local worker
 	grads    [][]float32  // per local worker
 	losses   [][]float32  // per local worker, one value
 	compute  []time.Duration
 }
 
 // NewEngine builds an engine over the local members (ranks Rank()..Rank()+len-1 of
-// a Size()-member collective) and replicas.
-func NewEngine(members []Collective, replicas []Replica) (*Engine, error) {
+// a Size()-member collective) and replicas. exchange gives each local worker's
+// gradient exchange; nil means dense float32 all-reduce.
+func NewEngine(members []Collective, replicas []Replica, exchange []Exchanger) (*Engine, error) {
 	if len(members) == 0 || len(replicas) == 0 {
 		return nil, errors.New("dist: engine needs at least one worker and one replica")
 	}
@@ -51,8 +76,15 @@ func NewEngine(members []Collective, replicas []Replica) (*Engine, error) {
 		}
 	}
 	e := &Engine{replicas: replicas, members: members, compute: make([]time.Duration, len(members))}
-	for _, m := range members {
-		e.counted = append(e.counted, NewCounted(m))
+	if exchange != nil && len(exchange) != len(members) {
+		return nil, fmt.Errorf("dist: %d exchanges for %d workers", len(exchange), len(members))
+	}
+	for w, m := range members {
+		if exchange == nil {
+			e.exchange = append(e.exchange, denseExchange{NewCounted(m)})
+		} else {
+			e.exchange = append(e.exchange, exchange[w])
+		}
 		e.grads = append(e.grads, make([]float32, n))
 		e.losses = append(e.losses, make([]float32, 1))
 	}
@@ -73,10 +105,10 @@ func (e *Engine) FirstWorker() int { return e.members[0].Rank() }
 func (e *Engine) Replicas() []Replica { return e.replicas }
 
 // Step computes every local worker's gradient on its batch (batch(w) returns the
-// data of local worker w), sums the gradients over all workers of the run through
-// the collective and writes their mean into replica 0's Grad. It returns the mean
-// loss over all workers.
-func (e *Engine) Step(batch func(w int) ([]float32, []int32)) (float64, error) {
+// data of local worker w), exchanges the gradients (step is the global step, for
+// the compressors' schedules) and writes their mean into replica 0's Grad. It
+// returns the mean loss over all workers.
+func (e *Engine) Step(step int, batch func(w int) ([]float32, []int32)) (float64, error) {
 	nw, nr := len(e.members), len(e.replicas)
 	ready := make([]chan error, nw)
 	for w := range ready {
@@ -118,8 +150,9 @@ func (e *Engine) Step(batch func(w int) ([]float32, []int32)) (float64, error) {
 				e.abort(w, err)
 				return
 			}
-			if err := e.counted[w].AllReduce(e.grads[w]); err != nil {
+			if err := e.exchange[w].Exchange(e.grads[w], step); err != nil {
 				errs[w] = err
+				e.abort(w, err)
 				return
 			}
 			errs[w] = e.members[w].AllReduce(e.losses[w])
@@ -129,12 +162,8 @@ func (e *Engine) Step(batch func(w int) ([]float32, []int32)) (float64, error) {
 	if err := errors.Join(errs...); err != nil {
 		return 0, err
 	}
-	size := float32(e.Workers())
-	g := e.replicas[0].Grad()
-	for i, v := range e.grads[0] {
-		g[i] = v / size
-	}
-	return float64(e.losses[0][0] / size), nil
+	copy(e.replicas[0].Grad(), e.grads[0])
+	return float64(e.losses[0][0] / float32(e.Workers())), nil
 }
 
 // abort tells the other members that worker w failed, when the backend supports it.
@@ -214,28 +243,14 @@ func (e *Engine) CheckAgreement(step int) error {
 			}
 		}
 	}
-	sum := checksum(ref)
-	payload := make([]byte, 8)
-	for i := range payload {
-		payload[i] = byte(sum >> (8 * i))
-	}
-	all := make([][][]byte, len(e.members))
-	errs := make([]error, len(e.members))
-	var wg sync.WaitGroup
-	for w := range e.members {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			all[w], errs[w] = e.members[w].AllGather(payload)
-		}(w)
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	sum := binary.LittleEndian.AppendUint64(nil, checksum(ref))
+	all, err := e.GatherAll(func(int) []byte { return sum })
+	if err != nil {
 		return err
 	}
-	for rank, p := range all[0] {
-		if string(p) != string(all[0][0]) {
-			return fmt.Errorf("dist: step %d: parameters of worker %d differ from worker 0 (checksums %x, %x): replicas drifted apart", step, rank, p, all[0][0])
+	for rank, p := range all {
+		if string(p) != string(all[0]) {
+			return fmt.Errorf("dist: step %d: parameters of worker %d differ from worker 0 (checksums %x, %x): replicas drifted apart", step, rank, p, all[0])
 		}
 	}
 	return nil
@@ -252,9 +267,10 @@ func checksum(v []float32) uint64 {
 
 var crcTable = crc64.MakeTable(crc64.ECMA)
 
-// TotalBytesSent is the number of gradient bytes all workers of the run have put
-// on the wire since the last reset; every process must call it at the same time.
-func (e *Engine) TotalBytesSent() (int64, error) {
+// GatherAll collects one payload per logical worker of the run (payload(w) for
+// local worker w) on every process, in global rank order. Every process must
+// call it at the same time.
+func (e *Engine) GatherAll(payload func(w int) []byte) ([][]byte, error) {
 	all := make([][][]byte, len(e.members))
 	errs := make([]error, len(e.members))
 	var wg sync.WaitGroup
@@ -262,17 +278,31 @@ func (e *Engine) TotalBytesSent() (int64, error) {
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
-			var p [8]byte
-			binary.LittleEndian.PutUint64(p[:], uint64(e.counted[w].Bytes()))
-			all[w], errs[w] = e.members[w].AllGather(p[:])
+			all[w], errs[w] = e.members[w].AllGather(payload(w))
 		}(w)
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	out := make([][]byte, len(all[0]))
+	for i, p := range all[0] {
+		out[i] = append([]byte(nil), p...) // the collective's buffers are reused
+	}
+	return out, nil
+}
+
+// TotalBytesSent is the number of gradient bytes all workers of the run have put
+// on the wire; every process must call it at the same time.
+func (e *Engine) TotalBytesSent() (int64, error) {
+	all, err := e.GatherAll(func(w int) []byte {
+		return binary.LittleEndian.AppendUint64(nil, uint64(e.exchange[w].Bytes()))
+	})
+	if err != nil {
 		return 0, err
 	}
 	var n int64
-	for _, p := range all[0] {
+	for _, p := range all {
 		n += int64(binary.LittleEndian.Uint64(p))
 	}
 	return n, nil

@@ -50,7 +50,7 @@ func newTestEngine(t *testing.T, workers, replicas, params int) (*Engine, []*fak
 	for i := range fakes[0].flat {
 		fakes[0].flat[i] = float32(i)
 	}
-	e, err := NewEngine(members, reps)
+	e, err := NewEngine(members, reps, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestEngineMeanGradient(t *testing.T) {
 		for w := range xs {
 			xs[w] = []float32{float32(w), float32(w), float32(w), float32(w), float32(w)}
 		}
-		loss, err := e.Step(func(w int) ([]float32, []int32) { return xs[w], nil })
+		loss, err := e.Step(0, func(w int) ([]float32, []int32) { return xs[w], nil })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,7 +85,7 @@ func TestEngineMeanGradient(t *testing.T) {
 				t.Errorf("%+v: replica %d parameters not synchronised", tc, r)
 			}
 		}
-		if got, want := e.counted[0].Bytes(), int64(0); tc.workers == 1 && got != want {
+		if got, want := e.exchange[0].Bytes(), int64(0); tc.workers == 1 && got != want {
 			t.Errorf("one worker counted %d bytes on the wire, want 0", got)
 		}
 		sent, err := e.TotalBytesSent()
@@ -106,7 +106,7 @@ func TestEngineFailureDoesNotHang(t *testing.T) {
 	fakes[1].fail = 2 // replica 1's second worker (worker 3) fails
 	done := make(chan error, 1)
 	go func() {
-		_, err := e.Step(func(int) ([]float32, []int32) { return []float32{1, 2, 3}, nil })
+		_, err := e.Step(0, func(int) ([]float32, []int32) { return []float32{1, 2, 3}, nil })
 		done <- err
 	}()
 	select {

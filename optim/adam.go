@@ -69,6 +69,11 @@ func (a *Adam) Step(params []Param, lr float64) error {
 	if err := checkStepLR(a.name(), lr); err != nil {
 		return err
 	}
+	for _, p := range params {
+		if p.Preconditioned {
+			return fmt.Errorf("%s: tensor %s already carries momentum from the gradient exchange (DGC momentum correction): use optim.name sgd", a.name(), p.Name)
+		}
+	}
 	if err := a.bufs.prepare(params, a.step == 0); err != nil {
 		return err
 	}

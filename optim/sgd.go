@@ -54,10 +54,10 @@ func (s *SGD) Step(params []Param, lr float64) error {
 	for i := range params {
 		p := &params[i]
 		wd := s.weightDecay
-		if p.NoDecay {
+		if p.NoDecay || p.Preconditioned {
 			wd = 0
 		}
-		if s.momentum == 0 {
+		if s.momentum == 0 || p.Preconditioned {
 			sgdPlain(p.Value, p.Grad, lr, wd)
 		} else {
 			sgdMomentum(p.Value, p.Grad, s.bufs.byName[p.Name][0], lr, wd, s.momentum, s.nesterov)

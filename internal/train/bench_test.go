@@ -35,7 +35,7 @@ func BenchmarkReplicas(b *testing.B) {
 					}
 					reps[r] = net
 				}
-				e, err := dist.NewEngine(members, reps)
+				e, err := dist.NewEngine(members, reps, nil)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -51,7 +51,7 @@ func BenchmarkReplicas(b *testing.B) {
 				b.ReportAllocs()
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
-					if _, err := e.Step(func(int) ([]float32, []int32) { return x, y }); err != nil {
+					if _, err := e.Step(i, func(int) ([]float32, []int32) { return x, y }); err != nil {
 						b.Fatal(err)
 					}
 				}

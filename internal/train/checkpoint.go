@@ -37,7 +37,7 @@ type checkpoint struct {
 	MetricsOffset int64 // size of metrics.jsonl when the checkpoint was taken
 	Elapsed       float64
 	Samples       int64
-	BytesSent     int64 // gradient bytes put on the wire by all workers so far
+	Workers       []workerState // per logical worker of the run: compressor state and wire accounting
 	Epochs        []EpochResult
 }
 

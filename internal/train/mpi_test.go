@@ -108,6 +108,7 @@ func TestMPIRankDiesWorker(t *testing.T) {
 	}
 	cfg := mpiConfig(t, os.Getenv("GRADWIRE_TEST_ROOT"), "mpi")
 	cfg.Train.Epochs = 1000 // would run for minutes
+	cfg.Optim.LR = 0.005    // stays finite that long
 	if rank, _ := strconv.Atoi(os.Getenv("OMPI_COMM_WORLD_RANK")); rank == 1 {
 		go func() {
 			time.Sleep(2 * time.Second)

@@ -1,11 +1,14 @@
 package train
 
 import (
+	"bytes"
+	"encoding/gob"
 	"fmt"
 	"os"
 	"runtime"
 	"strconv"
 
+	"github.com/gradwire/gradwire/compress"
 	"github.com/gradwire/gradwire/dist"
 	"github.com/gradwire/gradwire/models"
 )
@@ -61,7 +64,8 @@ func (j *job) defaultReplicas() int {
 	return runtime.NumCPU()
 }
 
-// setupReplicas builds the replicas (identical models) and the engine.
+// setupReplicas builds the replicas (identical models), each local worker's
+// gradient exchange and the engine.
 func (j *job) setupReplicas(in models.Input, evalBatch int) error {
 	n := j.cfg.Dist.Replicas
 	if n == 0 {
@@ -78,9 +82,84 @@ func (j *job) setupReplicas(in models.Input, evalBatch int) error {
 		j.nets[r], reps[r] = net, net
 	}
 	j.net = j.nets[0]
+	o := j.cfg.Optim
+	hyper := compress.Hyper{Momentum: o.Momentum, Nesterov: o.Nesterov, WeightDecay: o.WeightDecay}
+	exchangers := make([]dist.Exchanger, len(j.members))
+	j.exchanges = make([]*compress.Exchange, len(j.members))
+	for w, m := range j.members {
+		ctx := func(step int) compress.Context {
+			return compress.Context{Step: step, StepsPerEpoch: j.stepsPerEpoch, Worker: m.Rank(), Workers: m.Size(), Params: j.net.Flat()}
+		}
+		x, err := compress.NewExchange(j.cfg.Compress, j.net.Params(), m, j.cfg.Seed, hyper, ctx)
+		if err != nil {
+			return err
+		}
+		j.exchanges[w], exchangers[w] = x, x
+	}
+	// DGC's momentum correction applies momentum and weight decay to the tensors
+	// it compresses: the optimizer must take plain steps on them.
+	if c, ok := j.exchanges[0].Compressor().(compress.MomentumOwner); ok && c.OwnsMomentum() {
+		compressed := map[string]bool{}
+		for _, t := range j.exchanges[0].CompressedTensors() {
+			compressed[t.Name] = true
+		}
+		params := j.net.Params()
+		for i := range params {
+			params[i].Preconditioned = compressed[params[i].Name]
+		}
+	}
 	var err error
-	j.engine, err = dist.NewEngine(j.members, reps)
+	j.engine, err = dist.NewEngine(j.members, reps, exchangers)
 	return err
+}
+
+// workerState is one logical worker's checkpointed exchange state.
+type workerState struct {
+	Compressor map[string][]float32
+	Traffic    compress.Traffic
+}
+
+// gatherWorkers collects every logical worker's exchange state on every
+// process (a collective: all processes call it together).
+func (j *job) gatherWorkers() ([]workerState, error) {
+	all, err := j.engine.GatherAll(func(w int) []byte {
+		st := workerState{Traffic: j.exchanges[w].Traffic()}
+		if c := j.exchanges[w].Compressor(); c != nil {
+			st.Compressor = c.State()
+		}
+		var buf bytes.Buffer
+		if err := gob.NewEncoder(&buf).Encode(st); err != nil {
+			panic(err) // maps of slices and integers always encode
+		}
+		return buf.Bytes()
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]workerState, len(all))
+	for i, b := range all {
+		if err := gob.NewDecoder(bytes.NewReader(b)).Decode(&out[i]); err != nil {
+			return nil, fmt.Errorf("worker %d state: %w", i, err)
+		}
+	}
+	return out, nil
+}
+
+// restoreWorkers puts checkpointed exchange state back into this process's workers.
+func (j *job) restoreWorkers(path string, states []workerState) error {
+	if len(states) != j.cfg.Dist.Workers {
+		return fmt.Errorf("checkpoint %s: state of %d workers, the config has %d", path, len(states), j.cfg.Dist.Workers)
+	}
+	for w, x := range j.exchanges {
+		st := states[j.engine.FirstWorker()+w]
+		x.SetTraffic(st.Traffic)
+		if c := x.Compressor(); c != nil {
+			if err := c.SetState(st.Compressor); err != nil {
+				return fmt.Errorf("checkpoint %s: worker %d compressor: %w", path, j.engine.FirstWorker()+w, err)
+			}
+		}
+	}
+	return nil
 }
 
 // close releases the collective members and the MPI world.
@@ -120,30 +199,57 @@ func (j *job) setBuffers(bufs [][]float32) error {
 }
 
 // fillTraffic adds the communication figures to the summary: bytes on the wire
-// against the dense baseline, and the time model's prediction for a cluster with
-// one machine per worker.
-func (j *job) fillTraffic(s *Summary, steps int) {
-	workers := j.cfg.Dist.Workers
-	dense := int64(4 * j.net.NumParams())
-	if workers > 1 { // a single worker exchanges nothing
-		s.BytesDense = dense * int64(workers) * int64(steps)
+// against the dense float32 baseline (whole run, after the compressor's warm-up,
+// per layer kind), and the time model's prediction for a cluster with one
+// machine per worker.
+func (j *job) fillTraffic(s *Summary, workers []workerState) {
+	var t compress.Traffic
+	for _, w := range workers {
+		t.Add(w.Traffic)
 	}
-	s.BytesSent = j.bytesSent
-	s.CompressionRatio = 1
-	if s.BytesSent > 0 {
-		s.CompressionRatio = float64(s.BytesDense) / float64(s.BytesSent)
+	s.BytesDense, s.BytesSent = t.Dense, t.Wire
+	s.CompressionRatio, s.CompressionRatioSteady = ratio(t.Dense, t.Wire), ratio(t.SteadyDense, t.SteadyWire)
+	for kind, dense := range t.DenseByKind {
+		if s.CompressionRatioByKind == nil {
+			s.CompressionRatioByKind = map[string]float64{}
+		}
+		s.CompressionRatioByKind[kind] = ratio(dense, t.WireByKind[kind])
 	}
-	if j.computeN == 0 || workers == 1 {
+	n := j.cfg.Dist.Workers
+	if j.computeN == 0 || n == 1 || t.Steps == 0 {
 		return
 	}
+	// One worker's steady-state traffic per step: the dense all-reduce plus the
+	// compressor's rounds, each round one collective of the average size.
 	net := dist.Network{BandwidthGbps: j.cfg.Network.BandwidthGbps, LatencyUs: j.cfg.Network.LatencyUs, Topology: j.cfg.Network.Topology}
+	steps, wire := t.SteadySteps, t.SteadyWire
+	if steps == 0 {
+		steps, wire = t.Steps, t.Wire
+	}
+	perStep := wire / steps
 	var traffic dist.StepTraffic
-	traffic.Add(dist.KindAllReduce, dense)
+	if t.DenseStep > 0 {
+		traffic.Add(dist.KindAllReduce, t.DenseStep)
+	}
+	if c := j.exchanges[0].Compressor(); c != nil {
+		rounds := int64(c.Rounds())
+		for r := int64(0); r < rounds; r++ {
+			traffic.Add(c.Kind(), (perStep-t.DenseStep)/rounds)
+		}
+	}
 	compute := j.computeS / float64(j.computeN)
-	tm := &TimeModel{ComputeSecondsPerStep: compute, BytesPerWorkerStep: dense, Topology: net.Topology, LatencyUs: net.LatencyUs}
+	tm := &TimeModel{ComputeSecondsPerStep: compute, BytesPerWorkerStep: perStep, Topology: net.Topology, LatencyUs: net.LatencyUs}
 	for _, gbps := range []float64{1, 10, 100} {
-		p := net.At(gbps).Predict(compute, traffic, workers, false)
+		p := net.At(gbps).Predict(compute, traffic, n, false)
 		tm.Predictions = append(tm.Predictions, PredictionAt{Gbps: gbps, CommSeconds: p.CommSeconds, StepSeconds: p.StepSeconds, SpeedUp: p.SpeedUp})
 	}
 	s.TimeModel = tm
+}
+
+// ratio is dense/sent, 1 when nothing was sent.
+func ratio(dense, sent int64) float64 {
+	if sent == 0 {
+		return 1
+	}
+	return float64(dense) / float64(sent)
 }

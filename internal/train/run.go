@@ -18,6 +18,7 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 
+	"github.com/gradwire/gradwire/compress"
 	"github.com/gradwire/gradwire/configs"
 	"github.com/gradwire/gradwire/data"
 	"github.com/gradwire/gradwire/dist"
@@ -64,7 +65,8 @@ type job struct {
 	yPerW     int // labels per worker batch
 	computeS  float64
 	computeN  int
-	bytesSent int64
+	workers   []workerState // every logical worker's exchange state at the last epoch end
+	exchanges []*compress.Exchange
 }
 
 // Run trains according to cfg and writes the run directory. It returns the summary.
@@ -72,9 +74,6 @@ func Run(ctx context.Context, cfg configs.Config, opts Options) (*Summary, error
 	j := &job{cfg: cfg, opts: opts, log: opts.Log}
 	if j.log == nil {
 		j.log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	if cfg.Compress.Name != "none" {
-		return nil, fmt.Errorf("compress.name: %q is not available (expected none)", cfg.Compress.Name)
 	}
 	if err := j.setup(); err != nil {
 		j.close()
@@ -103,6 +102,9 @@ func Run(ctx context.Context, cfg configs.Config, opts Options) (*Summary, error
 		}
 		j.engine.SyncReplicas()
 		if err := j.setBuffers(state.Buffers); err != nil {
+			return nil, err
+		}
+		if err := j.restoreWorkers(path, state.Workers); err != nil {
 			return nil, err
 		}
 		j.log.Info("resuming", "checkpoint", path, "epochs_done", state.Epoch)
@@ -222,7 +224,7 @@ func (j *job) loop(ctx context.Context, st *checkpoint) (*Summary, error) {
 	globalStep := st.GlobalStep
 	elapsed, samples := st.Elapsed, st.Samples
 	epochs := st.Epochs
-	j.bytesSent = st.BytesSent
+	j.workers = st.Workers
 	for epoch := st.Epoch; epoch < c.Train.Epochs; epoch++ {
 		t0 := time.Now()
 		perm := j.sampler.Permutation(epoch)
@@ -234,7 +236,7 @@ func (j *job) loop(ctx context.Context, st *checkpoint) (*Summary, error) {
 				return nil, err
 			}
 			lr = j.sched.LR(globalStep)
-			loss, err := j.trainStep(perm, epoch, step, lr)
+			loss, err := j.trainStep(perm, epoch, step, globalStep, lr)
 			if err != nil {
 				return nil, fmt.Errorf("epoch %d step %d: %w", epoch+1, step+1, err)
 			}
@@ -274,11 +276,10 @@ func (j *job) loop(ctx context.Context, st *checkpoint) (*Summary, error) {
 		if err := j.averageBuffers(); err != nil {
 			return nil, err
 		}
-		sent, err := j.engine.TotalBytesSent()
-		if err != nil {
+		var err error
+		if j.workers, err = j.gatherWorkers(); err != nil {
 			return nil, err
 		}
-		j.bytesSent = st.BytesSent + sent
 		if !j.rank0 {
 			continue
 		}
@@ -327,7 +328,7 @@ func (j *job) loop(ctx context.Context, st *checkpoint) (*Summary, error) {
 		Params: j.net.NumParams(), TestAccuracy: last.TestAccuracy, TestLoss: last.TestLoss, ValBPC: last.ValBPC,
 		TrainLossFinal: last.TrainLoss, WallSeconds: elapsed, SamplesPerSecond: float64(samples) / elapsed,
 	}
-	j.fillTraffic(sum, globalStep)
+	j.fillTraffic(sum, j.workers)
 	if err := writeJSON(filepath.Join(j.opts.OutDir, "summary.json"), sum); err != nil {
 		return nil, err
 	}
@@ -337,7 +338,7 @@ func (j *job) loop(ctx context.Context, st *checkpoint) (*Summary, error) {
 // trainStep fills this process's workers' slices of the global batch, has the
 // engine compute and average the gradients of all workers, and takes one
 // optimizer step on replica 0, copied to the other replicas.
-func (j *job) trainStep(perm []int, epoch, step int, lr float64) (float64, error) {
+func (j *job) trainStep(perm []int, epoch, step, globalStep int, lr float64) (float64, error) {
 	idx := j.sampler.Batch(perm, step, j.globalBatch)
 	b := j.cfg.WorkerBatch()
 	lo := j.engine.FirstWorker()
@@ -346,7 +347,7 @@ func (j *job) trainStep(perm []int, epoch, step int, lr float64) (float64, error
 	if j.aug != nil {
 		j.aug.Apply(j.gx, idx, epoch)
 	}
-	loss, err := j.engine.Step(func(w int) ([]float32, []int32) {
+	loss, err := j.engine.Step(globalStep, func(w int) ([]float32, []int32) {
 		return j.gx[w*j.xPerW : (w+1)*j.xPerW], j.y[w*j.yPerW : (w+1)*j.yPerW]
 	})
 	if err != nil {
@@ -432,7 +433,7 @@ func (j *job) checkpoint(epoch, globalStep int, elapsed float64, samples int64, 
 	}
 	c := newCheckpoint(version.String(), j.net, j.opt)
 	c.Epoch, c.GlobalStep, c.MetricsOffset, c.Elapsed, c.Samples, c.Epochs = epoch, globalStep, off, elapsed, samples, epochs
-	c.BytesSent = j.bytesSent
+	c.Workers = j.workers
 	return saveCheckpoint(checkpointPath(j.opts.OutDir, epoch), c)
 }
 

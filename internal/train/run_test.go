@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gradwire/gradwire/compress"
 	"github.com/gradwire/gradwire/configs"
 	"github.com/gradwire/gradwire/internal/datatest"
 )
@@ -114,14 +115,22 @@ func TestSameSeedSameMetrics(t *testing.T) {
 // after the surviving checkpoint) and checks that resuming ends with the same
 // summary, metrics and parameters as the uninterrupted run.
 func TestResumeEqualsUninterrupted(t *testing.T) {
-	for _, tc := range []struct {
+	type tcase struct {
 		model string
 		sets  []string
-	}{
+	}
+	cases := []tcase{
 		{"mlp", []string{"model.hidden=32", "optim.nesterov=true"}},
 		{"mlp", []string{"model.hidden=32", "optim.name=adam", "optim.lr=0.001"}},
 		{"resnet20", []string{"train.max_steps=2", "train.eval_limit=16", "data.eval_batch_size=8", "data.batch_size=8"}},
-	} {
+	}
+	// Every compressor keeps its state (residuals, momenta, Q) across a resume;
+	// warm-ups are shortened so that the resumed epoch compresses.
+	for _, name := range compress.Names() {
+		cases = append(cases, tcase{"mlp", []string{"model.hidden=32", "dist.workers=2", "data.batch_size=8",
+			"compress.name=" + name, "compress.density=0.01", "compress.dgc.warmup_epochs=1", "compress.powersgd.start_iter=20"}})
+	}
+	for _, tc := range cases {
 		t.Run(tc.model+"-"+strings.Join(tc.sets, ","), func(t *testing.T) {
 			cfg := smallConfig(t, tc.model, tc.sets...)
 			full, cut := t.TempDir(), t.TempDir()
@@ -144,8 +153,9 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(a.Params, b.Params) || !reflect.DeepEqual(a.Buffers, b.Buffers) || !reflect.DeepEqual(a.Optim, b.Optim) {
-				t.Fatal("resumed run ends with different parameters, buffers or optimizer state")
+			if !reflect.DeepEqual(a.Params, b.Params) || !reflect.DeepEqual(a.Buffers, b.Buffers) || !reflect.DeepEqual(a.Optim, b.Optim) ||
+				!reflect.DeepEqual(a.Workers, b.Workers) {
+				t.Fatal("resumed run ends with different parameters, buffers, optimizer or compressor state")
 			}
 			ma, _ := os.ReadFile(filepath.Join(full, "metrics.jsonl"))
 			mb, _ := os.ReadFile(filepath.Join(cut, "metrics.jsonl"))

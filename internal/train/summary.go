@@ -36,6 +36,11 @@ type Summary struct {
 	BytesDense       int64    `json:"bytes_dense"`
 	BytesSent        int64    `json:"bytes_sent"`
 	CompressionRatio float64  `json:"compression_ratio"`
+	// CompressionRatioSteady counts only the steps after the compressor's warm-up.
+	CompressionRatioSteady float64 `json:"compression_ratio_steady"`
+	// CompressionRatioByKind is the whole-run ratio per layer kind (conv, linear,
+	// lstm, embed, bias, norm).
+	CompressionRatioByKind map[string]float64 `json:"compression_ratio_by_kind,omitempty"`
 	// TimeModel predicts a cluster with one machine per worker (absent for one worker).
 	TimeModel *TimeModel `json:"time_model,omitempty"`
 }

@@ -1,0 +1,94 @@
+// Package compress holds the gradient compressors (the algorithms that decide
+// what each worker puts on the wire), error-feedback memory, the per-worker
+// exchange that drives a compressor through the collective, and exact wire-size
+// accounting. It never imports Gorgonia.
+package compress
+
+import (
+	"github.com/gradwire/gradwire/dist"
+	"github.com/gradwire/gradwire/optim"
+)
+
+// Tensor is one parameter tensor as a compressor sees it: its place in the
+// packed buffer of compressed tensors (Offset) and in the model's flat
+// parameter and gradient buffers (FlatOffset).
+type Tensor struct {
+	Name       string
+	Shape      []int
+	Kind       optim.Kind
+	Offset     int // in the packed buffer handed to the compressor
+	FlatOffset int // in the model's flat buffers (Context.Params)
+	Size       int
+}
+
+// Context is what a compressor may need to know about the step.
+type Context struct {
+	Step          int       // global optimizer step, from 0
+	StepsPerEpoch int       // for epoch-based warm-up schedules
+	Worker        int       // this worker's rank
+	Workers       int       // N
+	Params        []float32 // the model's current flat parameters (read only)
+}
+
+// Epoch is the step's epoch, from 0.
+func (c Context) Epoch() int {
+	if c.StepsPerEpoch <= 0 {
+		return 0
+	}
+	return c.Step / c.StepsPerEpoch
+}
+
+// Payload is what one worker puts on the wire in one round.
+type Payload struct {
+	// Floats is summed element-wise over the workers (all-reduce rounds).
+	Floats []float32
+	// Bytes is delivered from every worker to every worker (all-gather rounds).
+	Bytes []byte
+	// Wire is the number of bytes this payload costs on the wire: the encoded
+	// size, counted by the exchange (4 per float32 for Floats unless the
+	// encoding is smaller, len(Bytes) for all-gather).
+	Wire int64
+	// TensorWire, when set, splits Wire over the compressed tensors in layout
+	// order (headers and framing may make the sum smaller than Wire); it feeds
+	// the per-layer-kind compression ratios.
+	TensorWire []int64
+}
+
+// Combined is a round's result on every worker.
+type Combined struct {
+	Floats  []float32 // sum of every worker's Floats (all-reduce rounds)
+	Bytes   [][]byte  // every worker's Bytes in rank order (all-gather rounds); read only
+	Workers int
+}
+
+// Compressor is one logical worker's side of a compression algorithm for the
+// tensors it compresses (tensors that the layer policy sends dense never reach
+// it). The exchange calls Compress for rounds 0..Rounds()-1, combining each
+// round's payloads through the collective of Kind, then Decompress.
+type Compressor interface {
+	// Kind is the collective every round of this compressor needs.
+	Kind() dist.Kind
+	// Rounds is the number of collective rounds per step (PowerSGD: 2).
+	Rounds() int
+	// Compress returns round r's payload for this worker's packed gradient grad
+	// (which it may use as scratch: the exchange does not read it afterwards);
+	// for r > 0, prev is round r-1's combined result.
+	Compress(r int, grad []float32, prev Combined, ctx Context) (Payload, error)
+	// Decompress writes the mean over workers of the decompressed gradients into
+	// dst (packed like grad) from the last round's combined result.
+	Decompress(last Combined, dst []float32, ctx Context) error
+	// Steady reports whether the step is past the compressor's warm-up (for the
+	// steady-state compression ratio).
+	Steady(ctx Context) bool
+	// State returns the worker's compressor state (residuals, momenta, ...) as
+	// named buffers for checkpoints; SetState restores it.
+	State() map[string][]float32
+	SetState(map[string][]float32) error
+}
+
+// MomentumOwner is implemented by compressors that apply momentum themselves
+// (DGC's momentum correction): compressed tensors must then get plain SGD
+// without momentum on the receiving side.
+type MomentumOwner interface {
+	OwnsMomentum() bool
+}

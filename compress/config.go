@@ -1,0 +1,122 @@
+package compress
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Config is the `compress` section of a run config: the algorithm, the layer
+// policy shared by all algorithms, and each algorithm's own settings.
+type Config struct {
+	Name string `mapstructure:"name" yaml:"name"` // registry name: none, fp16, topk, randomk, dgc, adacomp, powersgd, onebit
+	// MinSize: tensors with fewer elements, and tensors with one dimension
+	// (biases, BatchNorm), travel dense (all-reduced float32).
+	MinSize int `mapstructure:"min_size" yaml:"min_size"`
+	// Density is the fraction of elements sent by topk, randomk and dgc (k = ceil(numel*density)).
+	Density float64 `mapstructure:"density" yaml:"density"`
+	// Residual turns on error feedback (residual accumulation) for topk and randomk.
+	Residual bool `mapstructure:"residual" yaml:"residual"`
+	// FP16Values sends the selected values as float16 instead of float32 (topk, randomk, dgc).
+	FP16Values bool `mapstructure:"fp16_values" yaml:"fp16_values"`
+
+	DGC      DGCConfig      `mapstructure:"dgc" yaml:"dgc"`
+	AdaComp  AdaCompConfig  `mapstructure:"adacomp" yaml:"adacomp"`
+	PowerSGD PowerSGDConfig `mapstructure:"powersgd" yaml:"powersgd"`
+}
+
+// DGCConfig holds Deep Gradient Compression's switches (Lin et al. 2018). The
+// momentum and weight decay DGC applies locally are optim.momentum,
+// optim.nesterov and optim.weight_decay.
+type DGCConfig struct {
+	MomentumCorrection bool    `mapstructure:"momentum_correction" yaml:"momentum_correction"` // accumulate velocity, not gradients
+	FactorMasking      bool    `mapstructure:"factor_masking" yaml:"factor_masking"`           // zero momentum and accumulator where sent
+	ClipNorm           float64 `mapstructure:"clip_norm" yaml:"clip_norm"`                     // local clipping at clip_norm*N^-1/2; 0 = off
+	WarmupEpochs       int     `mapstructure:"warmup_epochs" yaml:"warmup_epochs"`             // exponential density warm-up
+	WarmupSchedule     string  `mapstructure:"warmup_schedule" yaml:"warmup_schedule"`         // paper or reference
+	Sampling           bool    `mapstructure:"sampling" yaml:"sampling"`                       // sampled threshold; false = exact top-k
+	SampleRatio        float64 `mapstructure:"sample_ratio" yaml:"sample_ratio"`               // fraction of elements sampled (0.01)
+}
+
+// AdaCompConfig holds AdaComp's settings (Chen et al. 2018).
+type AdaCompConfig struct {
+	BinConv    int  `mapstructure:"bin_conv" yaml:"bin_conv"`       // bin length L_T for convolution weights
+	BinFC      int  `mapstructure:"bin_fc" yaml:"bin_fc"`           // bin length for linear, LSTM and embedding weights
+	FP32Values bool `mapstructure:"fp32_values" yaml:"fp32_values"` // send values instead of sign x scale
+}
+
+// PowerSGDConfig holds PowerSGD's settings (Vogels et al. 2019; PyTorch defaults).
+type PowerSGDConfig struct {
+	Rank               int     `mapstructure:"rank" yaml:"rank"`                                 // r
+	StartIter          int     `mapstructure:"start_iter" yaml:"start_iter"`                     // vanilla all-reduce before this step
+	MinCompressionRate float64 `mapstructure:"min_compression_rate" yaml:"min_compression_rate"` // compress when (n+m)*r*rate < n*m
+	ErrorFeedback      bool    `mapstructure:"error_feedback" yaml:"error_feedback"`
+	WarmStart          bool    `mapstructure:"warm_start" yaml:"warm_start"` // reuse Q across steps
+	Epsilon            float64 `mapstructure:"epsilon" yaml:"epsilon"`       // orthogonalisation guard
+}
+
+// DefaultConfig is every default of the compress section, in one place.
+func DefaultConfig() Config {
+	return Config{
+		Name:     "none",
+		MinSize:  1024,
+		Density:  0.001,
+		Residual: true,
+		DGC: DGCConfig{
+			MomentumCorrection: true, FactorMasking: true, WarmupEpochs: 4, WarmupSchedule: "paper",
+			Sampling: true, SampleRatio: 0.01,
+		},
+		AdaComp:  AdaCompConfig{BinConv: 50, BinFC: 500},
+		PowerSGD: PowerSGDConfig{Rank: 1, StartIter: 1000, MinCompressionRate: 2, ErrorFeedback: true, WarmStart: true},
+	}
+}
+
+// Problem is one invalid setting: the full config key, the value, what is expected.
+type Problem struct {
+	Key   string
+	Value any
+	Want  string
+}
+
+func (p Problem) Error() string { return fmt.Sprintf("%s: %v: %s", p.Key, p.Value, p.Want) }
+
+// Problems checks every field's range.
+func (c Config) Problems() []Problem {
+	var ps []Problem
+	bad := func(ok bool, key string, v any, want string) {
+		if !ok {
+			ps = append(ps, Problem{"compress." + key, v, want})
+		}
+	}
+	_, known := Registry[c.Name]
+	bad(known, "name", c.Name, "must be one of "+strings.Join(Names(), ", "))
+	bad(c.MinSize >= 0, "min_size", c.MinSize, "must be at least 0")
+	bad(c.Density > 0 && c.Density <= 1, "density", c.Density, "must be a fraction in (0, 1]")
+	d := c.DGC
+	bad(d.ClipNorm >= 0, "dgc.clip_norm", d.ClipNorm, "must be >= 0 (0 = off)")
+	bad(d.WarmupEpochs >= 0, "dgc.warmup_epochs", d.WarmupEpochs, "must be at least 0")
+	bad(d.WarmupSchedule == "paper" || d.WarmupSchedule == "reference", "dgc.warmup_schedule", d.WarmupSchedule, "must be one of paper, reference")
+	bad(d.SampleRatio > 0 && d.SampleRatio <= 1, "dgc.sample_ratio", d.SampleRatio, "must be a fraction in (0, 1]")
+	a := c.AdaComp
+	bad(a.BinConv >= 1, "adacomp.bin_conv", a.BinConv, "must be at least 1")
+	bad(a.BinFC >= 1, "adacomp.bin_fc", a.BinFC, "must be at least 1")
+	p := c.PowerSGD
+	bad(p.Rank >= 1, "powersgd.rank", p.Rank, "must be at least 1")
+	bad(p.StartIter >= 0, "powersgd.start_iter", p.StartIter, "must be at least 0")
+	bad(p.MinCompressionRate > 0, "powersgd.min_compression_rate", p.MinCompressionRate, "must be a positive number")
+	bad(p.Epsilon >= 0, "powersgd.epsilon", p.Epsilon, "must be >= 0")
+	return ps
+}
+
+// Validate reports every problem at once.
+func (c Config) Validate() error {
+	var errs []error
+	for _, p := range c.Problems() {
+		errs = append(errs, p)
+	}
+	return errors.Join(errs...)
+}
+
+// OwnsMomentum reports whether the configured compressor applies momentum itself
+// (DGC with momentum correction), which requires plain SGD on the receiving side.
+func (c Config) OwnsMomentum() bool { return c.Name == "dgc" && c.DGC.MomentumCorrection }

@@ -1,0 +1,297 @@
+package compress
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/gradwire/gradwire/dist"
+	"github.com/gradwire/gradwire/optim"
+)
+
+// conformanceParams is a small model: a conv weight, a linear weight, a bias
+// and a BatchNorm scale (the last two always travel dense), plus a small linear
+// weight below the size threshold.
+func conformanceParams() []optim.Param {
+	shapes := []struct {
+		name  string
+		kind  optim.Kind
+		shape []int
+	}{
+		{"conv.w", optim.KindConv, []int{8, 4, 3, 3}},
+		{"conv.b", optim.KindBias, []int{8}},
+		{"fc.w", optim.KindLinear, []int{40, 30}},
+		{"bn.scale", optim.KindNorm, []int{1, 8, 1, 1}},
+		{"small.w", optim.KindLinear, []int{4, 5}},
+	}
+	var out []optim.Param
+	for _, s := range shapes {
+		n := 1
+		for _, d := range s.shape {
+			n *= d
+		}
+		out = append(out, optim.Param{Name: s.name, Kind: s.kind, Shape: s.shape, Value: make([]float32, n), Grad: make([]float32, n)})
+	}
+	return out
+}
+
+// conformanceConfig makes every algorithm compress from the first step, so
+// that the invariants are exercised on compressed tensors.
+func conformanceConfig(name string) Config {
+	c := DefaultConfig()
+	c.Name = name
+	c.MinSize = 64
+	c.Density = 0.05
+	c.DGC.WarmupEpochs = 0
+	c.PowerSGD.StartIter = 0
+	c.PowerSGD.Rank = 2
+	return c
+}
+
+type workerRun struct {
+	x     *Exchange
+	grads [][]float32 // per step: the gradient handed in
+	outs  [][]float32 // per step: the mean gradient returned
+}
+
+// runWorkers runs `steps` exchanges on n in-process workers with random
+// gradients and returns each worker's record.
+func runWorkers(t *testing.T, name string, n, steps int) []*workerRun {
+	t.Helper()
+	params := conformanceParams()
+	size := 0
+	for _, p := range params {
+		size += len(p.Value)
+	}
+	flatParams := make([]float32, size)
+	for i := range flatParams {
+		flatParams[i] = float32(math.Sin(float64(i)))
+	}
+	members, err := dist.NewLocal(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := make([]*workerRun, n)
+	for w := range runs {
+		ctx := func(step int) Context {
+			return Context{Step: step, StepsPerEpoch: 10, Worker: w, Workers: n, Params: flatParams}
+		}
+		x, err := NewExchange(conformanceConfig(name), params, members[w], 42, Hyper{Momentum: 0.9, WeightDecay: 1e-4}, ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs[w] = &workerRun{x: x}
+	}
+	for step := 0; step < steps; step++ {
+		var wg sync.WaitGroup
+		errs := make([]error, n)
+		for w, r := range runs {
+			rng := rand.New(rand.NewPCG(uint64(step), uint64(w)))
+			g := make([]float32, size)
+			for i := range g {
+				g[i] = float32(rng.NormFloat64())
+			}
+			r.grads = append(r.grads, append([]float32(nil), g...))
+			wg.Add(1)
+			go func(w int, r *workerRun, g []float32) {
+				defer wg.Done()
+				errs[w] = r.x.Exchange(g, step)
+				r.outs = append(r.outs, g)
+			}(w, r, g)
+		}
+		wg.Wait()
+		for w, err := range errs {
+			if err != nil {
+				t.Fatalf("%s: worker %d step %d: %v", name, w, step, err)
+			}
+		}
+		for w, r := range runs {
+			ef, ok := r.x.Compressor().(ErrorFeedback)
+			if !ok {
+				continue
+			}
+			c, s, e := ef.Compensated(), ef.Sent(), ef.Residual()
+			for i := range c {
+				if d := math.Abs(float64(c[i]) - float64(s[i]) - float64(e[i])); d > 1e-5*(1+math.Abs(float64(c[i]))) {
+					t.Fatalf("%s: worker %d step %d: compensated[%d] %v != sent %v + residual %v", name, w, step, i, c[i], s[i], e[i])
+				}
+			}
+		}
+	}
+	return runs
+}
+
+func TestConformance(t *testing.T) {
+	for _, name := range Names() {
+		for _, n := range []int{1, 2, 4} {
+			t.Run(fmt.Sprintf("%s/workers=%d", name, n), func(t *testing.T) {
+				runs := runWorkers(t, name, n, 4)
+				x := runs[0].x
+				// Dense tensors are exactly the worker mean; everyone gets the
+				// same result (every algorithm here promises identical updates).
+				for step := range runs[0].outs {
+					for w := 1; w < n; w++ {
+						for i, v := range runs[w].outs[step] {
+							if math.Float32bits(v) != math.Float32bits(runs[0].outs[step][i]) {
+								t.Fatalf("step %d: worker %d's result differs from worker 0's at %d", step, w, i)
+							}
+						}
+					}
+					for _, d := range x.dense {
+						for i := d.FlatOffset; i < d.FlatOffset+d.Size; i++ {
+							var mean float64
+							for w := 0; w < n; w++ {
+								mean += float64(runs[w].grads[step][i])
+							}
+							mean /= float64(n)
+							if math.Abs(float64(runs[0].outs[step][i])-mean) > 1e-5 {
+								t.Fatalf("dense tensor %s: %v, mean %v", d.Name, runs[0].outs[step][i], mean)
+							}
+						}
+					}
+				}
+				if name != "none" && len(x.packed) != 2 {
+					t.Fatalf("compressed tensors %v, want conv.w and fc.w", x.packed)
+				}
+				// Shapes survive: the packed layout covers each tensor once.
+				for _, p := range x.packed {
+					if p.Size != p.Shape[0]*(p.Size/p.Shape[0]) {
+						t.Fatalf("tensor %s: size %d does not match shape %v", p.Name, p.Size, p.Shape)
+					}
+				}
+				tr := x.Traffic()
+				if n == 1 && tr.Wire != 0 {
+					t.Fatalf("one worker counted %d bytes on the wire", tr.Wire)
+				}
+				if n > 1 && (tr.Wire <= 0 || tr.Dense != int64(4*4*len(runs[0].grads[0]))) {
+					t.Fatalf("traffic %+v: dense baseline must be 4 steps x 4 bytes x %d values", tr, len(runs[0].grads[0]))
+				}
+				var byKind int64
+				for _, v := range tr.WireByKind {
+					byKind += v
+				}
+				if byKind != tr.Wire {
+					t.Fatalf("per-kind wire %d != total %d", byKind, tr.Wire)
+				}
+			})
+		}
+	}
+}
+
+// countingMember checks that the exchange counts exactly the payload bytes it
+// hands to the collective (all-gather) or their encoded size (all-reduce).
+type countingMember struct {
+	dist.Collective
+	gathered int64
+	reduced  int64
+}
+
+func (c *countingMember) AllGather(p []byte) ([][]byte, error) {
+	c.gathered += int64(len(p))
+	return c.Collective.AllGather(p)
+}
+
+func (c *countingMember) AllReduce(b []float32) error {
+	c.reduced += int64(len(b))
+	return c.Collective.AllReduce(b)
+}
+
+func TestCountedBytesEqualEncodedLength(t *testing.T) {
+	for _, name := range Names() {
+		t.Run(name, func(t *testing.T) {
+			const n = 2
+			members, err := dist.NewLocal(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			params := conformanceParams()
+			size := 0
+			for _, p := range params {
+				size += len(p.Value)
+			}
+			flat := make([]float32, size)
+			cms := make([]*countingMember, n)
+			xs := make([]*Exchange, n)
+			for w := range xs {
+				cms[w] = &countingMember{Collective: members[w]}
+				ctx := func(step int) Context {
+					return Context{Step: step, StepsPerEpoch: 10, Worker: w, Workers: n, Params: flat}
+				}
+				if xs[w], err = NewExchange(conformanceConfig(name), params, cms[w], 1, Hyper{Momentum: 0.9}, ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var wg sync.WaitGroup
+			for w := range xs {
+				wg.Add(1)
+				go func(w int) {
+					defer wg.Done()
+					g := make([]float32, size)
+					for i := range g {
+						g[i] = float32(i%7) - 3
+					}
+					if err := xs[w].Exchange(g, 0); err != nil {
+						t.Error(err)
+					}
+				}(w)
+			}
+			wg.Wait()
+			tr := xs[0].Traffic()
+			denseBytes := 4 * int64(len(xs[0].dbuf))
+			if xs[0].Compressor() == nil { // none: everything dense
+				if tr.Wire != denseBytes || cms[0].reduced != int64(len(xs[0].dbuf)) {
+					t.Fatalf("counted %d bytes, the collective carried %d values", tr.Wire, cms[0].reduced)
+				}
+				return
+			}
+			switch xs[0].Compressor().Kind() {
+			case dist.KindAllGather:
+				if tr.Wire != denseBytes+cms[0].gathered {
+					t.Fatalf("counted %d bytes, the collective carried %d dense + %d gathered", tr.Wire, denseBytes, cms[0].gathered)
+				}
+			case dist.KindAllReduce:
+				// All-reduce payloads are counted at their encoded size (fp16: 2
+				// bytes per value), never more than the float32 buffer carried.
+				if tr.Wire > 4*cms[0].reduced || tr.Wire < denseBytes {
+					t.Fatalf("counted %d bytes for %d all-reduced values", tr.Wire, cms[0].reduced)
+				}
+			}
+		})
+	}
+}
+
+func TestStateRoundTrip(t *testing.T) {
+	for _, name := range Names() {
+		t.Run(name, func(t *testing.T) {
+			runs := runWorkers(t, name, 2, 3)
+			if runs[0].x.Compressor() == nil {
+				return // none: no state
+			}
+			st := runs[0].x.Compressor().State()
+			b, err := json.Marshal(st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var back map[string][]float32
+			if err := json.Unmarshal(b, &back); err != nil {
+				t.Fatal(err)
+			}
+			if err := runs[0].x.Compressor().SetState(back); err != nil {
+				t.Fatal(err)
+			}
+			if len(st) > 0 {
+				bad := map[string][]float32{}
+				for k := range st {
+					bad[k] = []float32{1}
+					break
+				}
+				if err := runs[0].x.Compressor().SetState(bad); err == nil {
+					t.Fatal("SetState accepted a buffer of the wrong length")
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,236 @@
+package compress
+
+import (
+	"fmt"
+
+	"github.com/gradwire/gradwire/dist"
+	"github.com/gradwire/gradwire/optim"
+)
+
+// Traffic is a worker's wire accounting: what it sent and what dense float32
+// gradients would have cost, over the whole run and after the compressor's
+// warm-up, in total and per layer kind.
+type Traffic struct {
+	Steps       int64            `json:"steps"`
+	SteadySteps int64            `json:"steady_steps"`
+	DenseStep   int64            `json:"dense_step"` // bytes of the dense all-reduce per step
+	Wire        int64            `json:"wire"`
+	Dense       int64            `json:"dense"`
+	SteadyWire  int64            `json:"steady_wire"`
+	SteadyDense int64            `json:"steady_dense"`
+	WireByKind  map[string]int64 `json:"wire_by_kind"`
+	DenseByKind map[string]int64 `json:"dense_by_kind"`
+}
+
+// Add accumulates another worker's traffic.
+func (t *Traffic) Add(o Traffic) {
+	t.Steps += o.Steps
+	t.SteadySteps += o.SteadySteps
+	t.DenseStep = o.DenseStep
+	t.Wire += o.Wire
+	t.Dense += o.Dense
+	t.SteadyWire += o.SteadyWire
+	t.SteadyDense += o.SteadyDense
+	if t.WireByKind == nil {
+		t.WireByKind, t.DenseByKind = map[string]int64{}, map[string]int64{}
+	}
+	for k, v := range o.WireByKind {
+		t.WireByKind[k] += v
+	}
+	for k, v := range o.DenseByKind {
+		t.DenseByKind[k] += v
+	}
+}
+
+// Exchange is one logical worker's gradient exchange: tensors that the layer
+// policy sends dense are all-reduced as float32; the others go through the
+// compressor's rounds. It replaces the worker's gradient with the mean over all
+// workers and counts every byte the worker puts on the wire.
+type Exchange struct {
+	member  dist.Collective
+	comp    Compressor // nil when every tensor travels dense
+	dense   []Tensor   // Offset = position in dbuf
+	packed  []Tensor   // Offset = position in cbuf
+	dbuf    []float32
+	cbuf    []float32
+	out     []float32
+	traffic Traffic
+	step    func(step int) Context
+}
+
+// Builder makes one worker's compressor for the tensors it compresses.
+type Builder func(cfg Config, tensors []Tensor, worker, workers int, seed int64, hyper Hyper) (Compressor, error)
+
+// Hyper is the optimizer settings a compressor may apply itself (DGC applies
+// momentum and weight decay locally).
+type Hyper struct {
+	Momentum    float64
+	Nesterov    bool
+	WeightDecay float64
+}
+
+// Compressed reports whether the layer policy compresses a tensor: tensors with
+// more than one dimension and at least minSize elements.
+func Compressed(p optim.Param, minSize int) bool {
+	dims := 0
+	for _, d := range p.Shape {
+		if d > 1 {
+			dims++
+		}
+	}
+	return dims > 1 && len(p.Value) >= minSize
+}
+
+// NewExchange builds worker member.Rank()'s exchange over the model's tensors.
+// context returns the Context of a step (the caller fills Params and
+// StepsPerEpoch).
+func NewExchange(cfg Config, params []optim.Param, member dist.Collective, seed int64, hyper Hyper, context func(step int) Context) (*Exchange, error) {
+	build, ok := Registry[cfg.Name]
+	if !ok {
+		return nil, fmt.Errorf("compress.name: unknown compressor %q (valid: %v)", cfg.Name, Names())
+	}
+	x := &Exchange{member: member, step: context,
+		traffic: Traffic{WireByKind: map[string]int64{}, DenseByKind: map[string]int64{}}}
+	flat := 0
+	for _, p := range params {
+		t := Tensor{Name: p.Name, Shape: p.Shape, Kind: p.Kind, FlatOffset: flat, Size: len(p.Value)}
+		flat += t.Size
+		// "none" compresses nothing: every tensor is one dense all-reduce.
+		if cfg.Name != "none" && Compressed(p, cfg.MinSize) {
+			t.Offset = len(x.cbuf)
+			x.packed = append(x.packed, t)
+			x.cbuf = append(x.cbuf, make([]float32, t.Size)...)
+		} else {
+			t.Offset = len(x.dbuf)
+			x.dense = append(x.dense, t)
+			x.dbuf = append(x.dbuf, make([]float32, t.Size)...)
+		}
+	}
+	if len(x.packed) > 0 {
+		var err error
+		if x.comp, err = build(cfg, x.packed, member.Rank(), member.Size(), seed, hyper); err != nil {
+			return nil, err
+		}
+		x.out = make([]float32, len(x.cbuf))
+	}
+	return x, nil
+}
+
+// Compressor is the worker's compressor (nil when nothing is compressed).
+func (x *Exchange) Compressor() Compressor { return x.comp }
+
+// CompressedTensors lists the tensors the compressor handles.
+func (x *Exchange) CompressedTensors() []Tensor { return x.packed }
+
+// Traffic is the worker's wire accounting so far.
+func (x *Exchange) Traffic() Traffic { return x.traffic }
+
+// SetTraffic restores the accounting (resume from a checkpoint).
+func (x *Exchange) SetTraffic(t Traffic) { x.traffic = t }
+
+// Bytes is the number of bytes the worker has put on the wire.
+func (x *Exchange) Bytes() int64 { return x.traffic.Wire }
+
+// Exchange replaces grad (the worker's flat gradient) with the mean over all
+// workers of their (decompressed) gradients.
+func (x *Exchange) Exchange(grad []float32, step int) error {
+	ctx := x.step(step)
+	n := x.member.Size()
+	steady := x.comp == nil || x.comp.Steady(ctx)
+	if n > 1 {
+		x.traffic.Steps++
+		x.traffic.DenseStep = int64(4 * len(x.dbuf))
+		if steady {
+			x.traffic.SteadySteps++
+		}
+	}
+	// A single worker puts nothing on the wire.
+	count := func(kind optim.Kind, wire, dense int64) {
+		if n == 1 {
+			return
+		}
+		x.traffic.Wire += wire
+		x.traffic.Dense += dense
+		x.traffic.WireByKind[string(kind)] += wire
+		x.traffic.DenseByKind[string(kind)] += dense
+		if steady {
+			x.traffic.SteadyWire += wire
+			x.traffic.SteadyDense += dense
+		}
+	}
+	if len(x.dense) > 0 {
+		for _, t := range x.dense {
+			copy(x.dbuf[t.Offset:t.Offset+t.Size], grad[t.FlatOffset:t.FlatOffset+t.Size])
+		}
+		if n > 1 {
+			if err := x.member.AllReduce(x.dbuf); err != nil {
+				return err
+			}
+		}
+		inv := 1 / float32(n)
+		for _, t := range x.dense {
+			dst := grad[t.FlatOffset : t.FlatOffset+t.Size]
+			for i, v := range x.dbuf[t.Offset : t.Offset+t.Size] {
+				dst[i] = v * inv
+			}
+			count(t.Kind, int64(4*t.Size), int64(4*t.Size))
+		}
+	}
+	if x.comp == nil {
+		return nil
+	}
+	for _, t := range x.packed {
+		copy(x.cbuf[t.Offset:t.Offset+t.Size], grad[t.FlatOffset:t.FlatOffset+t.Size])
+	}
+	var prev Combined
+	for r := 0; r < x.comp.Rounds(); r++ {
+		p, err := x.comp.Compress(r, x.cbuf, prev, ctx)
+		if err != nil {
+			return fmt.Errorf("compress %s: round %d: %w", x.comp.Kind(), r, err)
+		}
+		switch x.comp.Kind() {
+		case dist.KindAllReduce:
+			if n > 1 {
+				if err := x.member.AllReduce(p.Floats); err != nil {
+					return err
+				}
+			}
+			prev = Combined{Floats: p.Floats, Workers: n}
+		case dist.KindAllGather:
+			all := [][]byte{p.Bytes}
+			if n > 1 {
+				if all, err = x.member.AllGather(p.Bytes); err != nil {
+					return err
+				}
+			}
+			prev = Combined{Bytes: all, Workers: n}
+		}
+		x.countPayload(p, r, count)
+	}
+	if err := x.comp.Decompress(prev, x.out, ctx); err != nil {
+		return err
+	}
+	for _, t := range x.packed {
+		copy(grad[t.FlatOffset:t.FlatOffset+t.Size], x.out[t.Offset:t.Offset+t.Size])
+	}
+	return nil
+}
+
+// countPayload books a round's wire bytes per layer kind: each tensor's share
+// when the compressor reports it (framing goes to the first tensor's kind), the
+// dense baseline once per step (round 0).
+func (x *Exchange) countPayload(p Payload, round int, count func(optim.Kind, int64, int64)) {
+	var shared int64 = p.Wire
+	for i, t := range x.packed {
+		var wire, dense int64
+		if len(p.TensorWire) == len(x.packed) {
+			wire = p.TensorWire[i]
+			shared -= wire
+		}
+		if round == 0 {
+			dense = int64(4 * t.Size)
+		}
+		count(t.Kind, wire, dense)
+	}
+	count(x.packed[0].Kind, shared, 0)
+}

@@ -1,0 +1,17 @@
+package compress
+
+import (
+	"maps"
+	"slices"
+)
+
+// Registry maps a compressor name to its builder. Every entry passes the
+// conformance test in conformance_test.go.
+var Registry = map[string]Builder{
+	"none":    newNone,
+	"fp16":    newFP16,
+	"adacomp": newAdaComp,
+}
+
+// Names lists the registered compressors, sorted.
+func Names() []string { return slices.Sorted(maps.Keys(Registry)) }

@@ -1,0 +1,162 @@
+package compress
+
+import (
+	"fmt"
+	"math"
+)
+
+// sparseK is the number of elements a sparsifier sends from a tensor of n
+// elements at the given density: ceil(n*density), at least 1 and at most n.
+// The product is shrunk by one part in 10^12 before rounding up because
+// decimal densities are inexact in binary (30*0.1 is 3.0000000000000004, whose
+// ceiling would be 4); no realistic density puts a true product that close
+// above an integer.
+func sparseK(n int, density float64) int {
+	k := int(math.Ceil(float64(n) * density * (1 - 1e-12)))
+	return min(max(k, 1), n)
+}
+
+// checkDensity validates compress.density for the sparsifiers.
+func checkDensity(d float64) error {
+	if !(d > 0 && d <= 1) { // also rejects NaN
+		return fmt.Errorf("compress.density: %v: expected a fraction in (0, 1]", d)
+	}
+	return nil
+}
+
+// checkIndexable rejects tensors whose element indices do not fit the int32
+// indices of a sparse payload.
+func checkIndexable(tensors []Tensor) error {
+	for _, t := range tensors {
+		if t.Size > math.MaxInt32 {
+			return fmt.Errorf("compress: tensor %s has %d elements: sparse payloads index at most %d", t.Name, t.Size, math.MaxInt32)
+		}
+	}
+	return nil
+}
+
+// magnitude is |x| as its IEEE bits: for non-negative floats the bit patterns
+// order like the values, so magnitudes compare as uint32. NaN sorts above
+// +Inf (a NaN gradient is always selected, so it is not hidden in a residual).
+func magnitude(x float32) uint32 { return math.Float32bits(x) &^ (1 << 31) }
+
+// The three radix digits of a 31-bit magnitude, most significant first.
+const (
+	digit1Shift = 20 // bits 30..20: sign-free exponent and top 3 mantissa bits
+	digit2Shift = 9  // bits 19..9
+	digit2Mask  = 1<<11 - 1
+	digit3Mask  = 1<<9 - 1
+)
+
+// selector is exact top-k selection by magnitude. It is a radix select: the
+// partition step of quickselect with 2048 histogram buckets as pivots, on the
+// magnitude bits 11, 11 and 9 at a time. The first digit is counted over the
+// input directly; only the elements of the bucket holding the k-th largest
+// magnitude are copied, and then filtered twice more. That is O(n) with no
+// data-dependent recursion depth, two reads of the input plus the final
+// gather, and no scratch beyond one bucket's keys (kept between calls, so
+// steady-state selection does not allocate). The zero value is ready to use.
+type selector struct {
+	hist [1 << 11]int
+	keys []uint32
+}
+
+// topK writes to idx the indices of the k elements of v with the largest
+// magnitude, in increasing order, and returns idx[:k] (k is clamped to
+// [0, len(v)]; idx must hold that many). Equal magnitudes are taken from the
+// lowest index up, so the result is a function of v and k alone.
+func (s *selector) topK(v []float32, k int, idx []int32) []int32 {
+	if k >= len(v) {
+		idx = idx[:len(v)]
+		for i := range idx {
+			idx[i] = int32(i)
+		}
+		return idx
+	}
+	if k <= 0 {
+		return idx[:0]
+	}
+	thr, above := s.kth(v, k)
+	ties := k - above // elements of magnitude thr to take, lowest index first
+	idx = idx[:k]
+	j := 0
+	for i, x := range v {
+		m := magnitude(x)
+		if m < thr {
+			continue
+		}
+		if m == thr {
+			if ties == 0 {
+				continue
+			}
+			ties--
+		}
+		idx[j] = int32(i)
+		j++
+		if j == k {
+			break
+		}
+	}
+	return idx
+}
+
+// kth returns the magnitude bits of the k-th largest magnitude in v
+// (1 <= k <= len(v)) and the number of elements strictly above it.
+func (s *selector) kth(v []float32, k int) (thr uint32, above int) {
+	h := &s.hist
+	clear(h[:])
+	for _, x := range v {
+		h[magnitude(x)>>digit1Shift]++
+	}
+	b1, a, k := pick(h[:], k)
+	above += a
+
+	// Keep the magnitudes of bucket b1 only.
+	if cap(s.keys) < h[b1] {
+		s.keys = make([]uint32, h[b1])
+	}
+	keys := s.keys[:h[b1]]
+	n := 0
+	for _, x := range v {
+		if m := magnitude(x); m>>digit1Shift == uint32(b1) {
+			keys[n] = m
+			n++
+		}
+	}
+
+	clear(h[:])
+	for _, m := range keys {
+		h[m>>digit2Shift&digit2Mask]++
+	}
+	b2, a, k := pick(h[:], k)
+	above += a
+	n = 0
+	for _, m := range keys {
+		if m>>digit2Shift&digit2Mask == uint32(b2) {
+			keys[n] = m
+			n++
+		}
+	}
+	keys = keys[:n]
+
+	clear(h[:digit3Mask+1])
+	for _, m := range keys {
+		h[m&digit3Mask]++
+	}
+	b3, a, _ := pick(h[:digit3Mask+1], k)
+	above += a
+	return uint32(b1)<<digit1Shift | uint32(b2)<<digit2Shift | uint32(b3), above
+}
+
+// pick finds the bucket holding the k-th largest element of a histogram: it
+// returns the bucket, the count in the buckets above it, and k's rank within
+// the bucket.
+func pick(h []int, k int) (bucket, above, rank int) {
+	for b := len(h) - 1; b >= 0; b-- {
+		if above+h[b] >= k {
+			return b, above, k - above
+		}
+		above += h[b]
+	}
+	panic("compress: selection rank exceeds the number of elements")
+}
