@@ -16,10 +16,11 @@ func sparseK(n int, density float64) int {
 	return min(max(k, 1), n)
 }
 
-// checkDensity validates compress.density for the sparsifiers.
+// checkDensity validates compress.density for the sparsifiers (as
+// Config.Problems does, for builders called without Validate).
 func checkDensity(d float64) error {
 	if !(d > 0 && d <= 1) { // also rejects NaN
-		return fmt.Errorf("compress.density: %v: expected a fraction in (0, 1]", d)
+		return Problem{"compress.density", d, "must be a fraction in (0, 1]"}
 	}
 	return nil
 }
