@@ -294,7 +294,12 @@ func TestAdaCompStateResume(t *testing.T) {
 }
 
 // BenchmarkAdaComp measures compress + decompress on one worker for one tensor
-// of n elements with the default bin lengths (conv 50, linear 500).
+// of n elements with the default bin lengths (conv 50, linear 500). The same
+// Gaussian gradient every step is a pessimistic load: its residue drifts, and
+// about a fifth of the elements go out (compression about 4x to 5x), so the
+// selection and scatter work is far above a real run's. A few untimed steps
+// first let the payload buffers reach their size, so allocations are the
+// steady state's.
 func BenchmarkAdaComp(b *testing.B) {
 	for _, kind := range []optim.Kind{optim.KindConv, optim.KindLinear} {
 		for _, n := range []int{1 << 20, 10 << 20} {
@@ -309,21 +314,25 @@ func BenchmarkAdaComp(b *testing.B) {
 					g[i] = float32(rng.NormFloat64())
 				}
 				out := make([]float32, n)
-				b.ReportAllocs()
-				b.ResetTimer()
-				var wire int64
-				for b.Loop() {
+				all := make([][]byte, 1) // the combined round, reused
+				step := func() {
 					p, err := c.Compress(0, g, Combined{}, Context{})
 					if err != nil {
 						b.Fatal(err)
 					}
-					wire = p.Wire
-					if err := c.Decompress(Combined{Bytes: [][]byte{p.Bytes}, Workers: 1}, out, Context{}); err != nil {
+					all[0] = p.Bytes
+					if err := c.Decompress(Combined{Bytes: all, Workers: 1}, out, Context{}); err != nil {
 						b.Fatal(err)
 					}
 				}
+				for range 4 {
+					step()
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					step()
+				}
 				b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "elements/s")
-				b.ReportMetric(float64(4*n)/float64(wire), "ratio")
 			})
 		}
 	}

@@ -3,6 +3,7 @@ package compress
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // sparseK is the number of elements a sparsifier sends from a tensor of n
@@ -36,10 +37,10 @@ func checkIndexable(tensors []Tensor) error {
 	return nil
 }
 
-// magnitude is |x| as its IEEE bits: for non-negative floats the bit patterns
+// magnitudeKey is |x| as its IEEE bits: for non-negative floats the bit patterns
 // order like the values, so magnitudes compare as uint32. NaN sorts above
 // +Inf (a NaN gradient is always selected, so it is not hidden in a residual).
-func magnitude(x float32) uint32 { return math.Float32bits(x) &^ (1 << 31) }
+func magnitudeKey(x float32) uint32 { return math.Float32bits(x) &^ (1 << 31) }
 
 // The three radix digits of a 31-bit magnitude, most significant first.
 const (
@@ -82,7 +83,7 @@ func (s *selector) topK(v []float32, k int, idx []int32) []int32 {
 	idx = idx[:k]
 	j := 0
 	for i, x := range v {
-		m := magnitude(x)
+		m := magnitudeKey(x)
 		if m < thr {
 			continue
 		}
@@ -107,19 +108,18 @@ func (s *selector) kth(v []float32, k int) (thr uint32, above int) {
 	h := &s.hist
 	clear(h[:])
 	for _, x := range v {
-		h[magnitude(x)>>digit1Shift]++
+		h[magnitudeKey(x)>>digit1Shift]++
 	}
-	b1, a, k := pick(h[:], k)
+	b1, a, k := radixPick(h[:], k)
 	above += a
 
-	// Keep the magnitudes of bucket b1 only.
-	if cap(s.keys) < h[b1] {
-		s.keys = make([]uint32, h[b1])
-	}
+	// Keep the magnitudes of bucket b1 only. The bucket's size drifts from
+	// step to step: grow the scratch geometrically, not to each new maximum.
+	s.keys = slices.Grow(s.keys[:0], h[b1])
 	keys := s.keys[:h[b1]]
 	n := 0
 	for _, x := range v {
-		if m := magnitude(x); m>>digit1Shift == uint32(b1) {
+		if m := magnitudeKey(x); m>>digit1Shift == uint32(b1) {
 			keys[n] = m
 			n++
 		}
@@ -129,7 +129,7 @@ func (s *selector) kth(v []float32, k int) (thr uint32, above int) {
 	for _, m := range keys {
 		h[m>>digit2Shift&digit2Mask]++
 	}
-	b2, a, k := pick(h[:], k)
+	b2, a, k := radixPick(h[:], k)
 	above += a
 	n = 0
 	for _, m := range keys {
@@ -144,15 +144,15 @@ func (s *selector) kth(v []float32, k int) (thr uint32, above int) {
 	for _, m := range keys {
 		h[m&digit3Mask]++
 	}
-	b3, a, _ := pick(h[:digit3Mask+1], k)
+	b3, a, _ := radixPick(h[:digit3Mask+1], k)
 	above += a
 	return uint32(b1)<<digit1Shift | uint32(b2)<<digit2Shift | uint32(b3), above
 }
 
-// pick finds the bucket holding the k-th largest element of a histogram: it
+// radixPick finds the bucket holding the k-th largest element of a histogram: it
 // returns the bucket, the count in the buckets above it, and k's rank within
 // the bucket.
-func pick(h []int, k int) (bucket, above, rank int) {
+func radixPick(h []int, k int) (bucket, above, rank int) {
 	for b := len(h) - 1; b >= 0; b-- {
 		if above+h[b] >= k {
 			return b, above, k - above

@@ -8,8 +8,9 @@ import (
 )
 
 // topK sends, per compressed tensor, the k = ceil(numel*density) elements of
-// largest magnitude (exact selection) with their int32 indices, through an
-// all-gather; the receivers scatter-add every worker's values and divide by N.
+// largest magnitude (exact selection, ties to the lower index) with their
+// int32 indices, through an all-gather; the receivers scatter-add every
+// worker's values and divide by N.
 // With compress.residual the unsent remainder is fed back into the next step
 // (residual accumulation, Seide et al. 2014; Lin et al. 2018).
 //
@@ -56,7 +57,6 @@ func newTopK(cfg Config, tensors []Tensor, _, _ int, _ int64, _ Hyper) (Compress
 	c.idx = make([]int32, total)
 	c.vals = make([]float32, total)
 	c.wire = total * (4 + valBytes)
-	c.enc.buf = make([]byte, 0, c.wire)
 	if cfg.Residual {
 		c.fb = newFeedback(packedSize(tensors))
 		return withFeedback{c, c.fb}, nil
@@ -113,6 +113,7 @@ func (c *topK) Decompress(last Combined, dst []float32, _ Context) error {
 	}
 	clear(dst)
 	for w, b := range last.Bytes {
+		// The length was checked: the reads below cannot run short.
 		d := NewDecoder(b)
 		for ti, t := range c.tensors {
 			o, k := c.koff[ti], c.ks[ti]
@@ -131,9 +132,6 @@ func (c *topK) Decompress(last Combined, dst []float32, _ Context) error {
 				}
 				out[i] += vals[j]
 			}
-		}
-		if err := d.Done(); err != nil {
-			return fmt.Errorf("topk: worker %d: %w", w, err)
 		}
 	}
 	divideSum(dst, last.Workers)
@@ -158,11 +156,14 @@ func checkGathered(name string, last Combined, size int) error {
 	return nil
 }
 
-// divideSum turns a sum over n workers into their mean.
+// divideSum turns a sum over n workers into their mean. Zeros are skipped
+// (0/n is the same zero): sparse sums then cost a read, not a division.
 func divideSum(dst []float32, n int) {
 	f := float32(n)
-	for i := range dst {
-		dst[i] /= f
+	for i, v := range dst {
+		if v != 0 {
+			dst[i] = v / f
+		}
 	}
 }
 
@@ -197,8 +198,11 @@ func (f *feedback) state() map[string][]float32 {
 // with the right length. On error nothing changes.
 func (f *feedback) setState(name string, st map[string][]float32) error {
 	for k := range st {
-		if f == nil || k != "residual" {
+		if k != "residual" {
 			return fmt.Errorf("%s: unknown state buffer %q", name, k)
+		}
+		if f == nil {
+			return fmt.Errorf("%s: state has a residual, but compress.residual is off", name)
 		}
 	}
 	if f == nil {

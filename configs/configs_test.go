@@ -451,3 +451,13 @@ func ExampleLoad() {
 	// run mlp [300 100] 0.1
 	// --set: unknown key "optim.learning_rate"; did you mean "optim.lr"? (valid optim keys: beta1, beta2, clip_norm, eps, lr, momentum, name, nesterov, weight_decay)
 }
+
+func TestDGCNeedsSGD(t *testing.T) {
+	_, err := configs.Load("", []string{"compress.name=dgc", "optim.name=adam"})
+	if err == nil || !strings.Contains(err.Error(), "compress.name") || !strings.Contains(err.Error(), "needs optim.name sgd") {
+		t.Fatalf("error %v: expected dgc with momentum correction to require sgd", err)
+	}
+	if _, err := configs.Load("", []string{"compress.name=dgc", "optim.name=adam", "compress.dgc.momentum_correction=false"}); err != nil {
+		t.Fatalf("dgc without momentum correction works with any optimizer: %v", err)
+	}
+}

@@ -1,0 +1,111 @@
+package compress
+
+import (
+	"math"
+	"slices"
+)
+
+// DGC's top-k selection: the exact top-k (the shared radix selector of
+// selection.go) and the sampled threshold of the reference implementation
+// (synxlin/deep-gradient-compression, dgc/compression.py).
+
+// Bounds of the sampled threshold (reference defaults): more than dgcUpper*k
+// passing falls back to the exact top-k among them; fewer than dgcLower*k
+// lowers the threshold by the factor dgcLower, at most dgcRetries times.
+const (
+	dgcUpper   = 1.3
+	dgcLower   = 0.8
+	dgcRetries = 10
+)
+
+// dgcSampling is the sampling plan of a tensor at a density.
+type dgcSampling struct {
+	samples int // number of sampled elements; the tensor's size means all (exact top-k)
+	stride  int // distance between samples
+	top     int // the threshold is the top-th largest sampled magnitude
+}
+
+// dgcPlan samples ratio*n of n elements but at least ceil(2/density), so that
+// the threshold rests on at least two sampled elements; a tensor that small is
+// taken whole.
+func dgcPlan(n int, density, ratio float64) dgcSampling {
+	want := max(int(math.Ceil(float64(n)*ratio)), int(math.Ceil(2/density)))
+	if want >= n {
+		return dgcSampling{samples: n, stride: 1, top: sparseK(n, density)}
+	}
+	stride := n / want
+	// An odd stride does not alias with the power-of-two row lengths of
+	// weight matrices (the reference's strides are 32j+1 for the same reason).
+	if stride > 1 && stride%2 == 0 {
+		stride--
+	}
+	return dgcSampling{samples: want, stride: stride, top: sparseK(want, density)}
+}
+
+// dgcSelect is the reusable scratch of DGC's selection: the buffers grow to
+// the largest size met and are reused, so steady-state steps do not allocate.
+type dgcSelect struct {
+	sel  selector
+	vals []float32 // sampled magnitudes, or the values of the candidates
+	pass []int32   // indices whose magnitude reaches the threshold
+	out  []int32   // exact top-k
+}
+
+// exact returns the indices of the k largest magnitudes of v in increasing
+// order (ties to the lowest index).
+func (s *dgcSelect) exact(v []float32, k int) []int32 {
+	s.out = slices.Grow(s.out[:0], k)
+	return s.sel.topK(v, k, s.out[:k])
+}
+
+// exactAmong is the exact top-k among the elements v[src[i]] (src increasing),
+// as indices into v in increasing order.
+func (s *dgcSelect) exactAmong(v []float32, src []int32, k int) []int32 {
+	vals := s.vals[:0]
+	for _, i := range src {
+		vals = append(vals, v[i])
+	}
+	s.vals = vals
+	idx := s.exact(vals, k)
+	for i, j := range idx {
+		idx[i] = src[j]
+	}
+	return idx
+}
+
+// atLeast returns the indices of v whose magnitude reaches thr (magnitude
+// bits), in increasing order.
+func (s *dgcSelect) atLeast(v []float32, thr uint32) []int32 {
+	p := s.pass[:0]
+	for i, x := range v {
+		if magnitudeKey(x) >= thr {
+			p = append(p, int32(i))
+		}
+	}
+	s.pass = p
+	return p
+}
+
+// sampled selects about k elements of v by a threshold estimated on the
+// samples v[offset], v[offset+stride], ...: the top-th largest sampled
+// magnitude. When more than 1.3k pass, the exact top-k among them is taken;
+// when fewer than 0.8k pass, the threshold is lowered by 0.8 and tried again,
+// at most 10 times, after which what passes is sent.
+func (s *dgcSelect) sampled(v []float32, k int, p dgcSampling, offset int) []int32 {
+	vals := s.vals[:0]
+	for i := range p.samples {
+		vals = append(vals, v[offset+i*p.stride])
+	}
+	s.vals = vals
+	thr, _ := s.sel.kth(vals, p.top)
+	for try := 0; ; try++ {
+		pass := s.atLeast(v, thr)
+		switch {
+		case float64(len(pass)) > dgcUpper*float64(k):
+			return s.exactAmong(v, pass, k)
+		case float64(len(pass)) >= dgcLower*float64(k) || try == dgcRetries:
+			return pass
+		}
+		thr = magnitudeKey(math.Float32frombits(thr) * dgcLower)
+	}
+}

@@ -1,0 +1,416 @@
+package compress
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"gonum.org/v1/gonum/blas/blas32"
+
+	"github.com/gradwire/gradwire/dist"
+)
+
+// powerSGD is PowerSGD (Vogels et al., NeurIPS 2019), following PyTorch's
+// ddp_comm_hooks.powerSGD_hook: each packed tensor is viewed as a matrix M
+// (n x m: rows = Shape[0], columns = the rest, so a conv weight is
+// out x (in*kh*kw)) and approximated by P Q^T of rank r through two all-reduce
+// rounds per step, both driven by the exchange:
+//
+//	round 0: M = g + e (error feedback); Q orthonormalised; P = M Q     -> sum
+//	round 1: P = sum/N, orthonormalised (Gram-Schmidt); Q = M^T P        -> sum
+//	decompress: Q = sum/N (kept for warm start); Mhat = P Q^T; e = M - Mhat
+//
+// Mhat is the same on every worker (it is built from the two all-reduced
+// factors); e is each worker's own (local M minus global Mhat), as in PyTorch.
+//
+// Choices worth knowing:
+//   - The rank of each matrix is min(r, n, m), as in PyTorch and epfml/powersgd.
+//   - A matrix is compressed only when (n+m)*r*min_compression_rate < n*m.
+//     Otherwise it travels dense inside round 0's payload (float32, summed and
+//     divided by N) where PyTorch puts uncompressed tensors in an all-reduce of
+//     their own: same bytes, one collective fewer. Dense matrices keep no
+//     residual: PyTorch's bucket-wide error gives them e = M - mean(M), whose
+//     mean over workers is zero, so it cannot change the averaged update.
+//   - Q is orthonormalised before P = M Q on every step (fresh or reused), as
+//     PyTorch does; with warm start Q is the previous step's mean Q.
+//   - Gram-Schmidt divides by norm+epsilon; a column whose norm is exactly zero
+//     (a vanishing gradient with epsilon 0) stays zero instead of becoming NaN,
+//     which is what PyTorch's ZeroDivisionError branch intends. Norms and
+//     projections are accumulated in float64.
+//   - P is divided by N before the orthogonalisation (ALGORITHMS.md: mean(P));
+//     PyTorch skips the division, which only matters through epsilon.
+//   - Before step start_iter every round-0 payload is the dense gradient (a
+//     vanilla all-reduce), round 1 sends nothing and the residual is left
+//     alone, as in PyTorch. PyTorch's start_iter > 1 requirement (DDP rebuilds
+//     its buckets after the first step) does not apply here.
+//
+// P and Q are stored column by column (r x n and r x m), so the products are
+// unit-stride dot products and axpys over the rows of M (gonum's float32
+// assembly kernels: 2 to 4 times faster than plain Go loops here).
+type powerSGD struct {
+	cfg  PowerSGDConfig
+	seed int64
+	mats []psgdMatrix
+	size int // packed length
+	len0 int // steady round 0 payload: every P and every dense matrix
+	len1 int // steady round 1 payload: every Q
+
+	m  []float32 // the step's M = g (+ e), packed
+	e  []float32 // residual, packed; nil without error feedback
+	p  []float32 // the step's mean P, orthonormalised, per compressed matrix
+	q  []float32 // Q per compressed matrix: after a step, the mean Q (warm start)
+	r0 []float32 // round 0's combined sums, read again by Decompress
+
+	pay0, pay1   []float32 // payload buffers (all-reduced in place)
+	wire0, wire1 []int64   // steady TensorWire of rounds 0 and 1
+	vanWire0     []int64   // vanilla TensorWire of round 0
+	vanWire1     []int64   // vanilla TensorWire of round 1 (zeros)
+
+	pcg     *rand.PCG
+	rng     *rand.Rand
+	vanilla bool      // the last step was a vanilla all-reduce
+	sent    []float32 // Sent()'s buffer, allocated on first use
+}
+
+// psgdMatrix is one packed tensor viewed as an n x m matrix.
+type psgdMatrix struct {
+	off  int // offset in the packed buffer
+	n, m int
+	r    int // rank; 0 when the matrix travels dense
+	p    int // offset of P (r x n) in powerSGD.p
+	q    int // offset of Q (r x m) in powerSGD.q and in round 1's payload
+	pay0 int // offset of P, or of the dense values, in round 0's payload
+}
+
+// powerSGDEF is powerSGD with error feedback: only it exposes the residual.
+type powerSGDEF struct{ *powerSGD }
+
+var (
+	_ Compressor    = (*powerSGD)(nil)
+	_ ErrorFeedback = powerSGDEF{}
+)
+
+// psgdCompressed applies PyTorch's rule: compress an n x m matrix at rank r
+// only when (n+m)*r*rate < n*m. It returns the rank to use, 0 for dense.
+func psgdCompressed(n, m, rank int, rate float64) int {
+	r := min(rank, n, m)
+	if float64((n+m)*r)*rate < float64(n*m) {
+		return r
+	}
+	return 0
+}
+
+// newPowerSGD builds one worker's PowerSGD. The worker index plays no part:
+// every worker draws the same Q from seed.
+func newPowerSGD(cfg Config, tensors []Tensor, _, _ int, seed int64, _ Hyper) (Compressor, error) {
+	pc := cfg.PowerSGD
+	switch {
+	case pc.Rank < 1:
+		return nil, fmt.Errorf("compress.powersgd.rank: %d: expected an integer >= 1", pc.Rank)
+	case pc.StartIter < 0:
+		return nil, fmt.Errorf("compress.powersgd.start_iter: %d: expected a step >= 0", pc.StartIter)
+	case !(pc.MinCompressionRate >= 0) || math.IsInf(pc.MinCompressionRate, 1):
+		return nil, fmt.Errorf("compress.powersgd.min_compression_rate: %v: expected a finite rate >= 0", pc.MinCompressionRate)
+	case !(pc.Epsilon >= 0) || math.IsInf(pc.Epsilon, 1):
+		return nil, fmt.Errorf("compress.powersgd.epsilon: %v: expected a finite value >= 0", pc.Epsilon)
+	}
+	c := &powerSGD{cfg: pc, seed: seed, size: packedSize(tensors), vanilla: true}
+	var np, nq int
+	for _, t := range tensors {
+		if len(t.Shape) == 0 || t.Shape[0] <= 0 || t.Size%t.Shape[0] != 0 {
+			return nil, fmt.Errorf("powersgd: tensor %s: shape %v does not fit its %d values", t.Name, t.Shape, t.Size)
+		}
+		x := psgdMatrix{off: t.Offset, n: t.Shape[0], m: t.Size / t.Shape[0], p: np, q: nq, pay0: c.len0}
+		x.r = psgdCompressed(x.n, x.m, pc.Rank, pc.MinCompressionRate)
+		if x.r > 0 {
+			np += x.r * x.n
+			nq += x.r * x.m
+			c.len0 += x.r * x.n
+			c.wire0 = append(c.wire0, int64(4*x.r*x.n))
+			c.wire1 = append(c.wire1, int64(4*x.r*x.m))
+		} else {
+			c.len0 += t.Size
+			c.wire0 = append(c.wire0, int64(4*t.Size))
+			c.wire1 = append(c.wire1, 0)
+		}
+		c.vanWire0 = append(c.vanWire0, int64(4*t.Size))
+		c.mats = append(c.mats, x)
+	}
+	c.len1 = nq
+	c.vanWire1 = make([]int64, len(tensors))
+	c.m = make([]float32, c.size)
+	if pc.ErrorFeedback {
+		c.e = make([]float32, c.size)
+	}
+	c.p = make([]float32, np)
+	c.q = make([]float32, nq)
+	c.pay0 = make([]float32, c.len0)
+	c.pay1 = make([]float32, c.len1)
+	c.pcg = rand.NewPCG(0, 0)
+	c.rng = rand.New(c.pcg)
+	if pc.WarmStart {
+		// The draw a cold start would make on the first compressed step, so
+		// warm and cold start agree on that step.
+		c.drawQ(pc.StartIter)
+	}
+	if pc.ErrorFeedback {
+		return powerSGDEF{c}, nil
+	}
+	return c, nil
+}
+
+func (c *powerSGD) Kind() dist.Kind { return dist.KindAllReduce }
+func (c *powerSGD) Rounds() int     { return 2 }
+
+// Steady reports whether PowerSGD compresses at this step (past start_iter).
+func (c *powerSGD) Steady(ctx Context) bool { return ctx.Step >= c.cfg.StartIter }
+
+// drawQ fills every Q with i.i.d. standard normal values from (seed, step):
+// the same on every worker, different at every step.
+func (c *powerSGD) drawQ(step int) {
+	c.pcg.Seed(uint64(c.seed), uint64(step))
+	for i := range c.q {
+		c.q[i] = float32(c.rng.NormFloat64())
+	}
+}
+
+func (c *powerSGD) Compress(r int, grad []float32, prev Combined, ctx Context) (Payload, error) {
+	switch {
+	case r == 0 && len(grad) != c.size:
+		return Payload{}, fmt.Errorf("powersgd: gradient has %d values, want %d", len(grad), c.size)
+	case r == 0 && !c.Steady(ctx):
+		// Vanilla all-reduce of the gradient, residual untouched (PyTorch).
+		// The gradient is scratch, so it is the payload itself: no buffer of
+		// the full size is kept for the warm-up alone.
+		if c.e != nil {
+			copy(c.m, grad) // for Compensated and Sent
+		}
+		return Payload{Floats: grad, Wire: int64(4 * c.size), TensorWire: c.vanWire0}, nil
+	case r == 0:
+		return c.round0(grad, ctx.Step), nil
+	case r == 1 && !c.Steady(ctx):
+		c.r0 = prev.Floats
+		return Payload{Floats: c.pay1[:0], TensorWire: c.vanWire1}, nil
+	case r == 1:
+		return c.round1(prev)
+	}
+	return Payload{}, fmt.Errorf("powersgd: round %d: only rounds 0 and 1 exist", r)
+}
+
+// round0 computes M = g (+ e) and P = M Q for every compressed matrix, and
+// copies the dense matrices into the payload.
+func (c *powerSGD) round0(grad []float32, step int) Payload {
+	if !c.cfg.WarmStart {
+		c.drawQ(step)
+	}
+	for _, t := range c.mats {
+		size := t.n * t.m
+		g, mm := grad[t.off:t.off+size], c.m[t.off:t.off+size]
+		if t.r == 0 {
+			copy(mm, g)
+			copy(c.pay0[t.pay0:t.pay0+size], g)
+			continue
+		}
+		q := c.q[t.q : t.q+t.r*t.m]
+		psgdGramSchmidt(q, t.m, t.r, c.cfg.Epsilon)
+		p := c.pay0[t.pay0 : t.pay0+t.r*t.n]
+		for i := 0; i < t.n; i++ {
+			// Compensate one row and use it while it is in cache.
+			row := mm[i*t.m : (i+1)*t.m]
+			copy(row, g[i*t.m:(i+1)*t.m])
+			if c.e != nil {
+				psgdAxpy(1, c.e[t.off+i*t.m:t.off+(i+1)*t.m], row)
+			}
+			for k := 0; k < t.r; k++ {
+				p[k*t.n+i] = psgdDot(row, q[k*t.m:(k+1)*t.m])
+			}
+		}
+	}
+	return Payload{Floats: c.pay0[:c.len0], Wire: int64(4 * c.len0), TensorWire: c.wire0}
+}
+
+// round1 turns the summed P into the orthonormalised mean P and computes
+// Q = M^T P for every compressed matrix.
+func (c *powerSGD) round1(prev Combined) (Payload, error) {
+	if len(prev.Floats) != c.len0 || prev.Workers < 1 {
+		return Payload{}, fmt.Errorf("powersgd: round 0 combined %d values from %d workers, want %d", len(prev.Floats), prev.Workers, c.len0)
+	}
+	c.r0 = prev.Floats
+	inv := 1 / float32(prev.Workers)
+	for _, t := range c.mats {
+		if t.r == 0 {
+			continue
+		}
+		p := c.p[t.p : t.p+t.r*t.n]
+		for i, v := range prev.Floats[t.pay0 : t.pay0+t.r*t.n] {
+			p[i] = v * inv
+		}
+		psgdGramSchmidt(p, t.n, t.r, c.cfg.Epsilon)
+		q := c.pay1[t.q : t.q+t.r*t.m]
+		clear(q)
+		for i := 0; i < t.n; i++ {
+			row := c.m[t.off+i*t.m : t.off+(i+1)*t.m]
+			for k := 0; k < t.r; k++ {
+				psgdAxpy(p[k*t.n+i], row, q[k*t.m:(k+1)*t.m])
+			}
+		}
+	}
+	return Payload{Floats: c.pay1[:c.len1], Wire: int64(4 * c.len1), TensorWire: c.wire1}, nil
+}
+
+func (c *powerSGD) Decompress(last Combined, dst []float32, ctx Context) error {
+	if len(dst) != c.size || last.Workers < 1 {
+		return fmt.Errorf("powersgd: decompress into %d values from %d workers, want %d", len(dst), last.Workers, c.size)
+	}
+	inv := 1 / float32(last.Workers)
+	if !c.Steady(ctx) {
+		if len(c.r0) != c.size || len(last.Floats) != 0 {
+			return fmt.Errorf("powersgd: vanilla step combined %d and %d values, want %d and 0", len(c.r0), len(last.Floats), c.size)
+		}
+		for i, v := range c.r0 {
+			dst[i] = v * inv
+		}
+		c.vanilla = true
+		return nil
+	}
+	if len(last.Floats) != c.len1 || len(c.r0) != c.len0 {
+		return fmt.Errorf("powersgd: step combined %d and %d values, want %d and %d", len(c.r0), len(last.Floats), c.len0, c.len1)
+	}
+	for i, v := range last.Floats {
+		c.q[i] = v * inv
+	}
+	for _, t := range c.mats {
+		size := t.n * t.m
+		if t.r == 0 {
+			for i, v := range c.r0[t.pay0 : t.pay0+size] {
+				dst[t.off+i] = v * inv
+			}
+			continue
+		}
+		for i := 0; i < t.n; i++ {
+			lo, hi := t.off+i*t.m, t.off+(i+1)*t.m
+			c.lowRankRow(t, i, dst[lo:hi])
+			if c.e != nil {
+				// e = M - Mhat: local M, global Mhat.
+				copy(c.e[lo:hi], c.m[lo:hi])
+				psgdAxpy(-1, dst[lo:hi], c.e[lo:hi])
+			}
+		}
+	}
+	c.vanilla = false
+	return nil
+}
+
+// lowRankRow writes row i of P Q^T for matrix t into out.
+func (c *powerSGD) lowRankRow(t psgdMatrix, i int, out []float32) {
+	clear(out)
+	for k := 0; k < t.r; k++ {
+		psgdAxpy(c.p[t.p+k*t.n+i], c.q[t.q+k*t.m:t.q+(k+1)*t.m], out)
+	}
+}
+
+// State holds the residual (with error feedback) and Q (with warm start; a
+// cold start redraws Q from the seed and the step). The buffers are aliased.
+func (c *powerSGD) State() map[string][]float32 {
+	st := map[string][]float32{}
+	if c.e != nil {
+		st["residual"] = c.e
+	}
+	if c.cfg.WarmStart {
+		st["q"] = c.q
+	}
+	return st
+}
+
+func (c *powerSGD) SetState(st map[string][]float32) error {
+	want := c.State()
+	for k, v := range st {
+		w, ok := want[k]
+		if !ok {
+			return fmt.Errorf("powersgd: unknown state %q", k)
+		}
+		if len(v) != len(w) {
+			return fmt.Errorf("powersgd: state %q has %d values, want %d", k, len(v), len(w))
+		}
+	}
+	for k, w := range want {
+		v, ok := st[k]
+		if !ok {
+			return fmt.Errorf("powersgd: state %q is missing", k)
+		}
+		copy(w, v)
+	}
+	return nil
+}
+
+// Compensated is the last step's M = g + e (aliased).
+func (c powerSGDEF) Compensated() []float32 { return c.m }
+
+// Residual is e = M - Mhat (aliased).
+func (c powerSGDEF) Residual() []float32 { return c.e }
+
+// Sent is the last step's Mhat, the approximation every worker applies (the
+// local M for dense matrices and vanilla steps, which carry no residual). It
+// is recomputed on demand, with the arithmetic Decompress used, so the step
+// itself pays nothing for it.
+func (c powerSGDEF) Sent() []float32 {
+	if c.sent == nil {
+		c.sent = make([]float32, c.size)
+	}
+	if c.vanilla {
+		copy(c.sent, c.m)
+		return c.sent
+	}
+	for _, t := range c.mats {
+		if t.r == 0 {
+			copy(c.sent[t.off:t.off+t.n*t.m], c.m[t.off:t.off+t.n*t.m])
+			continue
+		}
+		for i := 0; i < t.n; i++ {
+			c.lowRankRow(t, i, c.sent[t.off+i*t.m:t.off+(i+1)*t.m])
+		}
+	}
+	return c.sent
+}
+
+// psgdGramSchmidt orthonormalises the r columns (each n long, stored one after
+// the other) of a in place, modified Gram-Schmidt as PyTorch's
+// _orthogonalize_gram_schmidt: normalise column k by norm+eps, then remove its
+// projection from the later columns. A zero column stays zero.
+func psgdGramSchmidt(a []float32, n, r int, eps float64) {
+	for k := 0; k < r; k++ {
+		col := a[k*n : (k+1)*n]
+		var ss float64
+		for _, v := range col {
+			ss += float64(v) * float64(v)
+		}
+		d := math.Sqrt(ss) + eps
+		if d == 0 {
+			continue // all zeros (float32 squares cannot underflow in float64)
+		}
+		inv := 1 / d
+		for i, v := range col {
+			col[i] = float32(float64(v) * inv)
+		}
+		for j := k + 1; j < r; j++ {
+			other := a[j*n : (j+1)*n]
+			var proj float64
+			for i, v := range col {
+				proj += float64(v) * float64(other[i])
+			}
+			for i, v := range col {
+				other[i] = float32(float64(other[i]) - proj*float64(v))
+			}
+		}
+	}
+}
+
+// psgdDot is the float32 dot product of two equally long vectors.
+func psgdDot(x, y []float32) float32 {
+	return blas32.Dot(blas32.Vector{N: len(x), Inc: 1, Data: x}, blas32.Vector{N: len(y), Inc: 1, Data: y})
+}
+
+// psgdAxpy adds alpha*x to y.
+func psgdAxpy(alpha float32, x, y []float32) {
+	blas32.Axpy(alpha, blas32.Vector{N: len(x), Inc: 1, Data: x}, blas32.Vector{N: len(y), Inc: 1, Data: y})
+}
