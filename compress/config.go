@@ -19,6 +19,8 @@ type Config struct {
 	Residual bool `mapstructure:"residual" yaml:"residual"`
 	// FP16Values sends the selected values as float16 instead of float32 (topk, randomk, dgc).
 	FP16Values bool `mapstructure:"fp16_values" yaml:"fp16_values"`
+	// DenseFP16 sends the tensors that travel dense as float16 (2 bytes a value).
+	DenseFP16 bool `mapstructure:"dense_fp16" yaml:"dense_fp16"`
 
 	DGC      DGCConfig      `mapstructure:"dgc" yaml:"dgc"`
 	AdaComp  AdaCompConfig  `mapstructure:"adacomp" yaml:"adacomp"`

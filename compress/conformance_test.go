@@ -85,7 +85,13 @@ func runWorkers(t *testing.T, name string, n, steps int) []*workerRun {
 		}
 		runs[w] = &workerRun{x: x}
 	}
+	prevResidual := make([][]float32, n)
 	for step := 0; step < steps; step++ {
+		for w, r := range runs {
+			if ef, ok := r.x.Compressor().(ErrorFeedback); ok {
+				prevResidual[w] = append(prevResidual[w][:0], ef.Residual()...)
+			}
+		}
 		var wg sync.WaitGroup
 		errs := make([]error, n)
 		for w, r := range runs {
@@ -114,6 +120,19 @@ func runWorkers(t *testing.T, name string, n, steps int) []*workerRun {
 				continue
 			}
 			c, s, e := ef.Compensated(), ef.Sent(), ef.Residual()
+			// Error feedback adds the previous residual to the new gradient
+			// (compressors that apply momentum first accumulate velocity instead).
+			if mo, ok := r.x.Compressor().(MomentumOwner); !ok || !mo.OwnsMomentum() {
+				for _, tn := range r.x.packed {
+					for i := 0; i < tn.Size; i++ {
+						want := r.grads[step][tn.FlatOffset+i] + prevResidual[w][tn.Offset+i]
+						if d := math.Abs(float64(c[tn.Offset+i] - want)); d > 1e-5*(1+math.Abs(float64(want))) {
+							t.Fatalf("%s: worker %d step %d: compensated %s[%d] = %v, want gradient + previous residual = %v",
+								name, w, step, tn.Name, i, c[tn.Offset+i], want)
+						}
+					}
+				}
+			}
 			for i := range c {
 				if d := math.Abs(float64(c[i]) - float64(s[i]) - float64(e[i])); d > 1e-5*(1+math.Abs(float64(c[i]))) {
 					t.Fatalf("%s: worker %d step %d: compensated[%d] %v != sent %v + residual %v", name, w, step, i, c[i], s[i], e[i])

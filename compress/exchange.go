@@ -47,15 +47,16 @@ func (t *Traffic) Add(o Traffic) {
 // compressor's rounds. It replaces the worker's gradient with the mean over all
 // workers and counts every byte the worker puts on the wire.
 type Exchange struct {
-	member  dist.Collective
-	comp    Compressor // nil when every tensor travels dense
-	dense   []Tensor   // Offset = position in dbuf
-	packed  []Tensor   // Offset = position in cbuf
-	dbuf    []float32
-	cbuf    []float32
-	out     []float32
-	traffic Traffic
-	step    func(step int) Context
+	member    dist.Collective
+	denseFP16 bool       // dense tensors travel as float16
+	comp      Compressor // nil when every tensor travels dense
+	dense     []Tensor   // Offset = position in dbuf
+	packed    []Tensor   // Offset = position in cbuf
+	dbuf      []float32
+	cbuf      []float32
+	out       []float32
+	traffic   Traffic
+	step      func(step int) Context
 }
 
 // Builder makes one worker's compressor for the tensors it compresses.
@@ -89,7 +90,7 @@ func NewExchange(cfg Config, params []optim.Param, member dist.Collective, seed 
 	if !ok {
 		return nil, fmt.Errorf("compress.name: unknown compressor %q (valid: %v)", cfg.Name, Names())
 	}
-	x := &Exchange{member: member, step: context,
+	x := &Exchange{member: member, step: context, denseFP16: cfg.DenseFP16,
 		traffic: Traffic{WireByKind: map[string]int64{}, DenseByKind: map[string]int64{}}}
 	flat := 0
 	for _, p := range params {
@@ -140,6 +141,9 @@ func (x *Exchange) Exchange(grad []float32, step int) error {
 	if n > 1 {
 		x.traffic.Steps++
 		x.traffic.DenseStep = int64(4 * len(x.dbuf))
+		if x.denseFP16 {
+			x.traffic.DenseStep /= 2
+		}
 		if steady {
 			x.traffic.SteadySteps++
 		}
@@ -162,6 +166,11 @@ func (x *Exchange) Exchange(grad []float32, step int) error {
 		for _, t := range x.dense {
 			copy(x.dbuf[t.Offset:t.Offset+t.Size], grad[t.FlatOffset:t.FlatOffset+t.Size])
 		}
+		bytesPer := int64(4)
+		if x.denseFP16 {
+			RoundF16(x.dbuf)
+			bytesPer = 2
+		}
 		if n > 1 {
 			if err := x.member.AllReduce(x.dbuf); err != nil {
 				return err
@@ -173,7 +182,7 @@ func (x *Exchange) Exchange(grad []float32, step int) error {
 			for i, v := range x.dbuf[t.Offset : t.Offset+t.Size] {
 				dst[i] = v * inv
 			}
-			count(t.Kind, int64(4*t.Size), int64(4*t.Size))
+			count(t.Kind, bytesPer*int64(t.Size), int64(4*t.Size))
 		}
 	}
 	if x.comp == nil {

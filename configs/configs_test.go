@@ -418,7 +418,7 @@ func TestValidateAll(t *testing.T) {
 	for _, k := range configs.Keys() {
 		switch k {
 		case "name", "seed", "data.dir", "data.normalize", "optim.nesterov",
-			"train.progress", "train.checkpoint", "compress.residual", "compress.fp16_values",
+			"train.progress", "train.checkpoint", "compress.residual", "compress.fp16_values", "compress.dense_fp16",
 			"compress.dgc.momentum_correction", "compress.dgc.factor_masking", "compress.dgc.sampling",
 			"compress.adacomp.fp32_values", "compress.powersgd.error_feedback", "compress.powersgd.warm_start":
 			continue
