@@ -223,7 +223,7 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name: "unknown key",
 			file: "optim:\n  learning_rate: 0.1\n",
-			want: []string{`FILE: unknown key "optim.learning_rate"; did you mean "optim.lr"?`, "valid optim keys: beta1, beta2,"},
+			want: []string{`FILE: unknown key "optim.learning_rate"; did you mean "optim.lr"?`, "valid optim keys: adapt_norm_bias, beta1, beta2,"},
 		},
 		{
 			name: "nested unknown key",
@@ -391,6 +391,7 @@ func TestValidateAll(t *testing.T) {
 	c.Schedule.MinLR = -1
 	c.Schedule.WarmupEpochs = -1
 	c.Schedule.BaseBatch = -1
+	c.Optim.LARSEta, c.Optim.LAMBMaxGradNorm, c.Schedule.Power = -1, -1, -1
 	c.Train.Epochs, c.Train.LogEvery, c.Train.MaxSteps, c.Train.EvalLimit = 0, 0, -1, -1
 	c.Dist.Workers, c.Dist.Replicas, c.Dist.Backend = 0, -1, "grpc"
 	c.Dist.Ranks, c.Dist.CheckEvery, c.Data.GlobalBatch = -1, 0, -8
@@ -418,6 +419,8 @@ func TestValidateAll(t *testing.T) {
 	for _, k := range configs.Keys() {
 		switch k {
 		case "name", "seed", "data.dir", "data.normalize", "optim.nesterov",
+			"optim.decay_norm_bias", "optim.adapt_norm_bias", "optim.lars_clip", "optim.lamb_no_bias_correction",
+			"optim.novograd_grad_averaging", "optim.novograd_eps_inside_sqrt",
 			"train.progress", "train.checkpoint", "compress.residual", "compress.fp16_values", "compress.dense_fp16",
 			"compress.dgc.momentum_correction", "compress.dgc.factor_masking", "compress.dgc.sampling",
 			"compress.adacomp.fp32_values", "compress.powersgd.error_feedback", "compress.powersgd.warm_start":
@@ -449,7 +452,7 @@ func ExampleLoad() {
 	fmt.Println(err)
 	// Output:
 	// run mlp [300 100] 0.1
-	// --set: unknown key "optim.learning_rate"; did you mean "optim.lr"? (valid optim keys: beta1, beta2, clip_norm, eps, lr, momentum, name, nesterov, weight_decay)
+	// --set: unknown key "optim.learning_rate"; did you mean "optim.lr"? (valid optim keys: adapt_norm_bias, beta1, beta2, clip_norm, decay_norm_bias, eps, lamb_max_grad_norm, lamb_no_bias_correction, lars_clip, lars_eta, lr, momentum, name, nesterov, novograd_eps_inside_sqrt, novograd_grad_averaging, weight_decay)
 }
 
 func TestDGCNeedsSGD(t *testing.T) {

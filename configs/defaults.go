@@ -38,10 +38,22 @@ func Default() Config {
 			Momentum:    0.9,
 			Nesterov:    false,
 			WeightDecay: 5e-4,
-			Beta1:       0.9,
-			Beta2:       0.999,
-			Eps:         1e-8,
-			ClipNorm:    0,
+			// 0 = the optimizer's own default, filled in by Load (adam/adamw 0.9,
+			// 0.999, 1e-8; lamb 0.9, 0.999, 1e-6; novograd 0.95, 0.98, 1e-8).
+			Beta1:    0,
+			Beta2:    0,
+			Eps:      0,
+			ClipNorm: 0,
+			// Parameter groups: biases and BatchNorm get no decay and no layer-wise adaptation.
+			DecayNormBias: false,
+			AdaptNormBias: false,
+			// LARS, LAMB, NovoGrad options (the optimizers' own defaults).
+			LARSEta:               0.001,
+			LARSClip:              false,
+			LAMBMaxGradNorm:       1.0,
+			LAMBNoBiasCorrection:  false,
+			NovoGradGradAveraging: false,
+			NovoGradEpsInsideSqrt: false,
 		},
 		Schedule: optim.ScheduleConfig{
 			Name:         "cosine",
@@ -50,6 +62,7 @@ func Default() Config {
 			MinLR:        0,
 			WarmupEpochs: 0,
 			BaseBatch:    0,
+			Power:        2,
 		},
 		Train: TrainConfig{
 			Epochs:     5,

@@ -57,6 +57,10 @@ func Load(path string, sets []string) (Config, error) {
 	if err := v.UnmarshalExact(&c, viper.DecodeHook(decodeHook)); err != nil {
 		return Config{}, fmt.Errorf("decode config: %w", err)
 	}
+	// Per-optimizer defaults (betas, eps, LARS eta) and per-schedule ones: the
+	// resolved config states the values the run uses.
+	c.Optim.ApplyDefaults()
+	c.Schedule.ApplyDefaults()
 	if c.Name == "" {
 		c.Name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 		if path == "" || c.Name == "" {

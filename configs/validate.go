@@ -111,7 +111,9 @@ func (c Config) problems() []problem {
 	ps.nonNegative("optim.weight_decay", o.WeightDecay)
 	ps.unit("optim.beta1", o.Beta1)
 	ps.unit("optim.beta2", o.Beta2)
-	ps.positive("optim.eps", o.Eps)
+	ps.need(o.Eps > 0 && !math.IsInf(o.Eps, 0) || o.Name == "sgd" || o.Name == "lars", "optim.eps", o.Eps, "must be a positive number")
+	ps.nonNegative("optim.lars_eta", o.LARSEta)
+	ps.nonNegative("optim.lamb_max_grad_norm", o.LAMBMaxGradNorm)
 	ps.nonNegative("optim.clip_norm", o.ClipNorm)
 
 	s := c.Schedule
@@ -126,6 +128,7 @@ func (c Config) problems() []problem {
 	ps.need(s.WarmupEpochs >= 0 && s.WarmupEpochs <= float64(c.Train.Epochs), "schedule.warmup_epochs", s.WarmupEpochs,
 		fmt.Sprintf("must be in [0, train.epochs] = [0, %d]", c.Train.Epochs))
 	ps.atLeast("schedule.base_batch", s.BaseBatch, 0)
+	ps.positive("schedule.power", s.Power)
 
 	t := c.Train
 	ps.atLeast("train.epochs", t.Epochs, 1)

@@ -16,23 +16,25 @@ import (
 //	w = w - lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
 //
 // eps is added after the square root of the bias-corrected v, as PyTorch does. wd is 0
-// for NoDecay parameters in both variants. The step counter t is shared by all
-// parameters, so every parameter must take part from the first step on; a parameter
-// appearing later is an error rather than a silently wrong bias correction.
+// for NoDecay parameters in both variants, unless Config.DecayNormBias is set. The
+// step counter t is shared by all parameters, so every parameter must take part from
+// the first step on; a parameter appearing later is an error rather than a silently
+// wrong bias correction.
 type Adam struct {
-	decoupled   bool
-	beta1       float64
-	beta2       float64
-	eps         float64
-	weightDecay float64
-	step        int64
-	bufs        buffers // slots "m" and "v"
+	decoupled     bool
+	beta1         float64
+	beta2         float64
+	eps           float64
+	weightDecay   float64
+	decayNormBias bool
+	step          int64
+	bufs          buffers // slots "m" and "v"
 }
 
 var _ Optimizer = (*Adam)(nil)
 
 // NewAdam returns Adam with L2 weight decay configured by c (LR, Beta1, Beta2, Eps,
-// WeightDecay). Fields Adam does not use are ignored.
+// WeightDecay, DecayNormBias). Fields Adam does not use are ignored.
 func NewAdam(c Config) (*Adam, error) { return newAdam(c, false) }
 
 // NewAdamW returns AdamW (decoupled weight decay) configured by c, as NewAdam.
@@ -42,16 +44,15 @@ func newAdam(c Config, decoupled bool) (*Adam, error) {
 	if err := c.validateCommon(); err != nil {
 		return nil, err
 	}
-	if !(c.Beta1 >= 0 && c.Beta1 < 1) {
-		return nil, &FieldError{Key: "optim.beta1", Value: c.Beta1, Want: "a number in [0, 1)"}
+	name := "adam"
+	if decoupled {
+		name = "adamw"
 	}
-	if !(c.Beta2 >= 0 && c.Beta2 < 1) {
-		return nil, &FieldError{Key: "optim.beta2", Value: c.Beta2, Want: "a number in [0, 1)"}
+	if err := c.validateMoments(name); err != nil {
+		return nil, err
 	}
-	if !(c.Eps > 0) || math.IsInf(c.Eps, 0) {
-		return nil, &FieldError{Key: "optim.eps", Value: c.Eps, Want: "a finite number > 0 (ApplyDefaults sets 1e-8)"}
-	}
-	a := &Adam{decoupled: decoupled, beta1: c.Beta1, beta2: c.Beta2, eps: c.Eps, weightDecay: c.WeightDecay}
+	a := &Adam{decoupled: decoupled, beta1: c.Beta1, beta2: c.Beta2, eps: c.Eps,
+		weightDecay: c.WeightDecay, decayNormBias: c.DecayNormBias}
 	a.bufs = newBuffers(a.name(), "m", "v")
 	return a, nil
 }
@@ -69,10 +70,8 @@ func (a *Adam) Step(params []Param, lr float64) error {
 	if err := checkStepLR(a.name(), lr); err != nil {
 		return err
 	}
-	for _, p := range params {
-		if p.Preconditioned {
-			return fmt.Errorf("%s: tensor %s already carries momentum from the gradient exchange (DGC momentum correction): use optim.name sgd", a.name(), p.Name)
-		}
+	if err := checkNotPreconditioned(a.name(), params); err != nil {
+		return err
 	}
 	if err := a.bufs.prepare(params, a.step == 0); err != nil {
 		return err
@@ -88,7 +87,7 @@ func (a *Adam) Step(params []Param, lr float64) error {
 	for i := range params {
 		p := &params[i]
 		k.l2, k.keep = 0, 1
-		if !p.NoDecay {
+		if !p.NoDecay || a.decayNormBias {
 			if a.decoupled {
 				k.keep = 1 - lr*a.weightDecay
 			} else {
@@ -107,6 +106,9 @@ func (a *Adam) Step(params []Param, lr float64) error {
 func (a *Adam) State() State {
 	return State{Step: a.step, Buffers: a.bufs.state()}
 }
+
+// StateBytes returns the size of the moments in bytes (see StateBytes).
+func (a *Adam) StateBytes() int64 { return a.bufs.bytes() }
 
 // SetState restores a state returned by State, copying its buffers. Buffer lengths
 // are checked against the parameters on the next Step.

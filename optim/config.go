@@ -1,24 +1,55 @@
 package optim
 
 // Config selects and parameterises an optimizer (the `optim` section of a run config).
+//
+// Every bool defaults to false, so the zero Config behaves as documented: behaviour
+// that is on by default (LAMB's bias correction, keeping biases and BatchNorm out of
+// weight decay) is switched off by an opt-out field. LARSEta 0 selects LARS's own
+// default 0.001, as eta 0 could never be meant; LAMBMaxGradNorm 0 turns LAMB's
+// clipping off. ApplyDefaults fills Beta1, Beta2 and Eps per optimizer.
 type Config struct {
-	Name        string  `mapstructure:"name" yaml:"name"`                 // registry name: sgd, adam, adamw
+	Name        string  `mapstructure:"name" yaml:"name"`                 // registry name: sgd, adam, adamw, lars, lamb, novograd
 	LR          float64 `mapstructure:"lr" yaml:"lr"`                     // base learning rate (> 0)
-	Momentum    float64 `mapstructure:"momentum" yaml:"momentum"`         // SGD momentum in [0, 1)
-	Nesterov    bool    `mapstructure:"nesterov" yaml:"nesterov"`         // SGD Nesterov momentum
-	WeightDecay float64 `mapstructure:"weight_decay" yaml:"weight_decay"` // L2 (SGD, Adam) or decoupled (AdamW) decay, >= 0
-	Beta1       float64 `mapstructure:"beta1" yaml:"beta1"`               // Adam first-moment decay in [0, 1)
-	Beta2       float64 `mapstructure:"beta2" yaml:"beta2"`               // Adam second-moment decay in [0, 1)
-	Eps         float64 `mapstructure:"eps" yaml:"eps"`                   // Adam denominator guard (> 0)
+	Momentum    float64 `mapstructure:"momentum" yaml:"momentum"`         // SGD and LARS momentum in [0, 1)
+	Nesterov    bool    `mapstructure:"nesterov" yaml:"nesterov"`         // SGD and LARS Nesterov momentum
+	WeightDecay float64 `mapstructure:"weight_decay" yaml:"weight_decay"` // L2 (SGD, Adam, LARS) or decoupled (AdamW, LAMB, NovoGrad), >= 0
+	Beta1       float64 `mapstructure:"beta1" yaml:"beta1"`               // Adam, LAMB, NovoGrad first-moment decay in [0, 1)
+	Beta2       float64 `mapstructure:"beta2" yaml:"beta2"`               // Adam, LAMB, NovoGrad second-moment decay in [0, 1)
+	Eps         float64 `mapstructure:"eps" yaml:"eps"`                   // Adam, LAMB, NovoGrad denominator guard (> 0)
 	ClipNorm    float64 `mapstructure:"clip_norm" yaml:"clip_norm"`       // clip the global gradient norm to this; 0 = off
+
+	// Parameter groups. Biases and BatchNorm parameters (Param.NoDecay, which the
+	// models set for Kind bias and norm) get no weight decay and no layer-wise
+	// adaptation unless these are true; then they are treated like weights.
+	// DecayNormBias applies to every optimizer; AdaptNormBias to LARS and LAMB
+	// (NovoGrad always normalises per tensor).
+	DecayNormBias bool `mapstructure:"decay_norm_bias" yaml:"decay_norm_bias"` // weight decay on biases/BatchNorm too
+	AdaptNormBias bool `mapstructure:"adapt_norm_bias" yaml:"adapt_norm_bias"` // trust ratio on biases/BatchNorm too
+
+	// LARS (You et al. 2017). LARSClip is LARC's clipping: the per-tensor rate is
+	// min(trust, lr) instead of lr*trust.
+	LARSEta  float64 `mapstructure:"lars_eta" yaml:"lars_eta"`   // trust coefficient (> 0); 0 = the default 0.001
+	LARSClip bool    `mapstructure:"lars_clip" yaml:"lars_clip"` // LARC clipping
+
+	// LAMB (You et al. 2019, apex FusedLAMB). LAMBMaxGradNorm is LAMB's own global
+	// gradient clipping, 0 = off; run configs default to 1.0, as apex.
+	LAMBMaxGradNorm      float64 `mapstructure:"lamb_max_grad_norm" yaml:"lamb_max_grad_norm"`           // >= 0; 0 = no clipping
+	LAMBNoBiasCorrection bool    `mapstructure:"lamb_no_bias_correction" yaml:"lamb_no_bias_correction"` // moments without 1-b^t
+
+	// NovoGrad (Ginsburg et al. 2019, OpenSeq2Seq NovoGrad2). Grad averaging scales
+	// the normalised gradient by 1-beta1 (off by default, as OpenSeq2Seq). The paper
+	// divides by sqrt(v)+eps (the default), OpenSeq2Seq by sqrt(v+eps).
+	NovoGradGradAveraging bool `mapstructure:"novograd_grad_averaging" yaml:"novograd_grad_averaging"`   // ghat *= 1-beta1
+	NovoGradEpsInsideSqrt bool `mapstructure:"novograd_eps_inside_sqrt" yaml:"novograd_eps_inside_sqrt"` // g/sqrt(v+eps)
 }
 
 // ScheduleConfig is the learning-rate schedule (the `schedule` section of a run config).
 type ScheduleConfig struct {
-	Name         string    `mapstructure:"name" yaml:"name"`                   // constant, step, cosine
+	Name         string    `mapstructure:"name" yaml:"name"`                   // constant, step, cosine, poly
 	Milestones   []float64 `mapstructure:"milestones" yaml:"milestones"`       // step: epochs at which lr *= gamma
 	Gamma        float64   `mapstructure:"gamma" yaml:"gamma"`                 // step: decay factor in (0, 1]
-	MinLR        float64   `mapstructure:"min_lr" yaml:"min_lr"`               // cosine: final learning rate
+	MinLR        float64   `mapstructure:"min_lr" yaml:"min_lr"`               // cosine, poly: final learning rate
 	WarmupEpochs float64   `mapstructure:"warmup_epochs" yaml:"warmup_epochs"` // linear warm-up, per step; 0 = none
 	BaseBatch    int       `mapstructure:"base_batch" yaml:"base_batch"`       // linear scaling lr*global/base; 0 = off
+	Power        float64   `mapstructure:"power" yaml:"power"`                 // poly: exponent (> 0); 0 = the default 2
 }

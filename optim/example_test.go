@@ -50,3 +50,27 @@ func ExampleConfig_Validate() {
 	fmt.Println(err)
 	// Output: optim.momentum = 1: want a number in [0, 1)
 }
+
+// Bytes of optimizer state per parameter, as the trainer reports it: NovoGrad keeps one
+// second moment per tensor instead of one per element, about half of Adam's state.
+func ExampleStateBytes() {
+	params := []optim.Param{
+		{Name: "fc.w", Kind: optim.KindLinear, Value: make([]float32, 1000), Grad: make([]float32, 1000)},
+		{Name: "fc.b", Kind: optim.KindBias, Value: make([]float32, 10), Grad: make([]float32, 10), NoDecay: true},
+	}
+	for _, name := range []string{"adam", "novograd"} {
+		cfg := optim.Config{Name: name, LR: 1e-3}
+		cfg.ApplyDefaults()
+		opt, err := optim.New(cfg)
+		if err != nil {
+			panic(err)
+		}
+		if err := opt.Step(params, cfg.LR); err != nil { // allocates the state
+			panic(err)
+		}
+		fmt.Printf("%s: %.3f bytes per parameter\n", name, float64(optim.StateBytes(opt))/1010)
+	}
+	// Output:
+	// adam: 8.000 bytes per parameter
+	// novograd: 4.008 bytes per parameter
+}

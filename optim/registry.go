@@ -12,9 +12,12 @@ import (
 // Registry maps each optimizer name (Config.Name) to its constructor. Every
 // constructor validates the fields it uses and returns a *FieldError naming the key.
 var Registry = map[string]func(Config) (Optimizer, error){
-	"sgd":   asOptimizer(NewSGD),
-	"adam":  asOptimizer(NewAdam),
-	"adamw": asOptimizer(NewAdamW),
+	"sgd":      asOptimizer(NewSGD),
+	"adam":     asOptimizer(NewAdam),
+	"adamw":    asOptimizer(NewAdamW),
+	"lars":     asOptimizer(NewLARS),
+	"lamb":     asOptimizer(NewLAMB),
+	"novograd": asOptimizer(NewNovoGrad),
 }
 
 // asOptimizer adapts a typed constructor to the Registry signature; it returns a nil
@@ -50,18 +53,34 @@ func (c Config) Validate() error {
 	return err
 }
 
-// defaults holds, per optimizer, the values ApplyDefaults puts into Beta1, Beta2 and
-// Eps when they are zero.
+// defaults holds, per optimizer, the values ApplyDefaults puts into the fields below
+// when they are zero: the defaults of each optimizer's paper or reference code.
 var defaults = map[string]Config{
-	"adam":  {Beta1: 0.9, Beta2: 0.999, Eps: 1e-8},
-	"adamw": {Beta1: 0.9, Beta2: 0.999, Eps: 1e-8},
+	"adam":     {Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}, // torch.optim.Adam
+	"adamw":    {Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}, // torch.optim.AdamW
+	"lars":     {LARSEta: defaultLARSEta},             // You et al. 2017, TF TPU LARSOptimizer
+	"lamb":     {Beta1: 0.9, Beta2: 0.999, Eps: 1e-6}, // apex FusedLAMB
+	"novograd": {Beta1: 0.95, Beta2: 0.98, Eps: 1e-8}, // OpenSeq2Seq NovoGrad2
 }
 
-// ApplyDefaults fills Beta1, Beta2 and Eps left at zero with the defaults of the
-// named optimizer (Adam and AdamW: 0.9, 0.999, 1e-8, as PyTorch). Optimizers that do
-// not use them keep zeros, so a resolved SGD config shows no Adam settings. Zero
-// means "unset" here, so beta1 = 0 cannot be requested through a config file.
-// Momentum keeps its zero default: SGD without momentum is a valid choice.
+// ApplyDefaults fills the fields the named optimizer uses and c leaves at zero with
+// that optimizer's own defaults (Beta1, Beta2, Eps, LARSEta):
+//
+//	adam, adamw: beta1 0.9, beta2 0.999, eps 1e-8 (PyTorch)
+//	lamb:        beta1 0.9, beta2 0.999, eps 1e-6 (apex FusedLAMB)
+//	novograd:    beta1 0.95, beta2 0.98, eps 1e-8 (OpenSeq2Seq NovoGrad2)
+//	lars:        lars_eta 0.001 (You et al. 2017)
+//
+// Optimizers that do not use a field keep its zero, so a resolved SGD config shows no
+// Adam settings. Zero means "unset" here, so beta1 = 0 cannot be requested through a
+// config file. The per-optimizer defaults apply only to zeros: a run config that
+// writes a global default for beta1, beta2 or eps (as configs.Default does) gives
+// that value to every optimizer, so set them explicitly for LAMB and NovoGrad.
+//
+// Fields whose zero is a valid setting keep it: Momentum (SGD without momentum),
+// WeightDecay, LAMBMaxGradNorm (0 = no clipping) and the booleans. The weight decay
+// and momentum of LARS, LAMB and NovoGrad therefore come from the config section's
+// own defaults, not from the papers' (LARS 1e-4 and 0.9, LAMB 0.01, NovoGrad 0).
 func (c *Config) ApplyDefaults() {
 	d := defaults[c.Name]
 	if c.Beta1 == 0 {
@@ -73,6 +92,24 @@ func (c *Config) ApplyDefaults() {
 	if c.Eps == 0 {
 		c.Eps = d.Eps
 	}
+	if c.LARSEta == 0 {
+		c.LARSEta = d.LARSEta
+	}
+}
+
+// validateMoments checks Beta1, Beta2 and Eps for the optimizers that keep Adam-like
+// moments (adam, adamw, lamb, novograd), named by who.
+func (c Config) validateMoments(who string) error {
+	if !(c.Beta1 >= 0 && c.Beta1 < 1) {
+		return &FieldError{Key: "optim.beta1", Value: c.Beta1, Want: "a number in [0, 1)"}
+	}
+	if !(c.Beta2 >= 0 && c.Beta2 < 1) {
+		return &FieldError{Key: "optim.beta2", Value: c.Beta2, Want: "a number in [0, 1)"}
+	}
+	if !(c.Eps > 0) || math.IsInf(c.Eps, 0) {
+		return &FieldError{Key: "optim.eps", Value: c.Eps, Want: fmt.Sprintf("a finite number > 0 (ApplyDefaults sets %g for %s)", defaults[who].Eps, who)}
+	}
+	return nil
 }
 
 // validateCommon checks the fields every optimizer uses.

@@ -8,7 +8,7 @@ import (
 )
 
 func TestNames(t *testing.T) {
-	want := []string{"adam", "adamw", "sgd"}
+	want := []string{"adam", "adamw", "lamb", "lars", "novograd", "sgd"}
 	if got := Names(); !slices.Equal(got, want) {
 		t.Errorf("Names() = %v, want %v", got, want)
 	}
@@ -17,7 +17,7 @@ func TestNames(t *testing.T) {
 func TestNewUnknownName(t *testing.T) {
 	_, err := New(Config{Name: "adagrad", LR: 0.1})
 	wantFieldError(t, err, "optim.name")
-	wantErrorContaining(t, err, `"adagrad"`, "adam, adamw, sgd")
+	wantErrorContaining(t, err, `"adagrad"`, "adam, adamw, lamb, lars, novograd, sgd")
 }
 
 func TestConfigValidate(t *testing.T) {
@@ -42,6 +42,17 @@ func TestConfigValidate(t *testing.T) {
 		{"negative beta2", with(adam, func(c *Config) { c.Beta2 = -0.5 }), "optim.beta2"},
 		{"beta2 above one", withName(with(adamHyper, func(c *Config) { c.Beta2 = 1.5 }), "adamw", 0), "optim.beta2"},
 		{"zero eps", with(adam, func(c *Config) { c.Eps = 0 }), "optim.eps"},
+		{"lars momentum one", Config{Name: "lars", LR: 0.1, Momentum: 1}, "optim.momentum"},
+		{"lars Nesterov without momentum", Config{Name: "lars", LR: 0.1, Nesterov: true}, "optim.nesterov"},
+		{"negative lars_eta", Config{Name: "lars", LR: 0.1, LARSEta: -0.001}, "optim.lars_eta"},
+		{"NaN lars_eta", Config{Name: "lars", LR: 0.1, LARSEta: math.NaN()}, "optim.lars_eta"},
+		{"lars negative weight decay", Config{Name: "lars", LR: 0.1, WeightDecay: -1}, "optim.weight_decay"},
+		{"lamb zero eps", withName(with(lambHyper, func(c *Config) { c.Eps = 0 }), "lamb", 0), "optim.eps"},
+		{"lamb beta1 one", withName(with(lambHyper, func(c *Config) { c.Beta1 = 1 }), "lamb", 0), "optim.beta1"},
+		{"negative lamb_max_grad_norm", withName(with(lambHyper, func(c *Config) { c.LAMBMaxGradNorm = -1 }), "lamb", 0), "optim.lamb_max_grad_norm"},
+		{"infinite lamb_max_grad_norm", withName(with(lambHyper, func(c *Config) { c.LAMBMaxGradNorm = math.Inf(1) }), "lamb", 0), "optim.lamb_max_grad_norm"},
+		{"novograd beta2 one", withName(with(novogradHyper, func(c *Config) { c.Beta2 = 1 }), "novograd", 0), "optim.beta2"},
+		{"novograd zero lr", withName(with(novogradHyper, func(c *Config) { c.LR = 0 }), "novograd", 0), "optim.lr"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			wantFieldError(t, c.cfg.Validate(), c.key)
@@ -75,6 +86,29 @@ func TestConfigApplyDefaults(t *testing.T) {
 	if c != (Config{Name: "sgd", LR: 0.1}) {
 		t.Errorf("sgd: defaults changed the config to %+v", c)
 	}
+
+	for _, c := range []struct{ in, want Config }{
+		{Config{Name: "lamb", LR: 1e-3}, Config{Name: "lamb", LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-6}},
+		{Config{Name: "novograd", LR: 0.01, Eps: 1e-6}, Config{Name: "novograd", LR: 0.01, Beta1: 0.95, Beta2: 0.98, Eps: 1e-6}},
+		{Config{Name: "lars", LR: 1, Momentum: 0.9}, Config{Name: "lars", LR: 1, Momentum: 0.9, LARSEta: 0.001}},
+		{Config{Name: "lars", LR: 1, LARSEta: 0.02}, Config{Name: "lars", LR: 1, LARSEta: 0.02}},
+		// Only the named optimizer's fields are filled: no lars_eta for Adam, no betas for LARS.
+		{Config{Name: "adam", LR: 1}, Config{Name: "adam", LR: 1, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}},
+	} {
+		got := c.in
+		got.ApplyDefaults()
+		if got != c.want {
+			t.Errorf("%s: ApplyDefaults gave %+v, want %+v", c.in.Name, got, c.want)
+		}
+		if err := got.Validate(); err != nil {
+			t.Errorf("%s: %v", c.in.Name, err)
+		}
+	}
+}
+
+// keepsState reports whether the optimizer configured by c has buffers after a step.
+func keepsState(c Config) bool {
+	return c.Momentum > 0 || (c.Name != "sgd" && c.Name != "lars")
 }
 
 // optimCase is one configuration run by the tests over every Registry entry.
@@ -91,6 +125,13 @@ var registryCases = []optimCase{
 	{"sgd-nesterov", Config{Name: "sgd", LR: 0.1, Momentum: 0.9, Nesterov: true}},
 	{"adam", withName(adamHyper, "adam", 0)},
 	{"adamw", withName(adamHyper, "adamw", 0)},
+	{"lars", Config{Name: "lars", LR: 0.2, Momentum: 0.9, LARSEta: 0.02}},
+	{"lars-clip-nesterov", Config{Name: "lars", LR: 0.2, Momentum: 0.9, Nesterov: true, LARSEta: 0.1, LARSClip: true}},
+	{"lars-no-momentum-groups", Config{Name: "lars", LR: 0.2, LARSEta: 0.1, DecayNormBias: true, AdaptNormBias: true}},
+	{"lamb", withName(lambHyper, "lamb", 0)},
+	{"lamb-no-bias-correction-groups", Config{Name: "lamb", LR: 0.1, Beta1: 0.9, Beta2: 0.999, Eps: 1e-6, LAMBNoBiasCorrection: true, DecayNormBias: true, AdaptNormBias: true}},
+	{"novograd", withName(novogradHyper, "novograd", 0)},
+	{"novograd-averaging-eps-inside", Config{Name: "novograd", LR: 0.1, Beta1: 0.95, Beta2: 0.98, Eps: 1e-8, NovoGradGradAveraging: true, NovoGradEpsInsideSqrt: true}},
 }
 
 // withDecay returns the registry cases with weight decay on, for tests that do not
@@ -211,7 +252,7 @@ func TestStateRoundTrip(t *testing.T) {
 			if saved.Step != 5 {
 				t.Errorf("State().Step = %d, want 5", saved.Step)
 			}
-			if c.cfg.Momentum > 0 || c.cfg.Name != "sgd" {
+			if keepsState(c.cfg) {
 				if len(saved.Buffers) == 0 {
 					t.Error("stateful optimizer saved no buffers")
 				}
@@ -275,6 +316,12 @@ func TestSetStateErrors(t *testing.T) {
 		{"m without v", adam, State{Step: 1, Buffers: map[string][]float32{"m/w": buf(2)}}, []string{"m/w", "no v/w"}},
 		{"m and v lengths", adam, State{Step: 1, Buffers: map[string][]float32{"m/w": buf(2), "v/w": buf(3)}}, []string{"m/w", "v/w", "differ in length"}},
 		{"moments at step 0", adam, State{Buffers: map[string][]float32{"m/w": buf(2), "v/w": buf(2)}}, []string{"step 0"}},
+		{"lamb moments at step 0", withName(lambHyper, "lamb", 0), State{Buffers: map[string][]float32{"m/w": buf(2), "v/w": buf(2)}}, []string{"lamb", "step 0"}},
+		{"lars unknown slot", Config{Name: "lars", LR: 0.1, Momentum: 0.9}, State{Step: 1, Buffers: map[string][]float32{"v/w": buf(2)}}, []string{`unknown state key "v/w"`, "momentum"}},
+		{"novograd v per element", withName(novogradHyper, "novograd", 0), State{Step: 1, Buffers: map[string][]float32{"m/w": buf(2), "v/w": buf(2)}},
+			[]string{"v/w has 2 elements, want 1"}},
+		{"novograd m without v", withName(novogradHyper, "novograd", 0), State{Step: 1, Buffers: map[string][]float32{"m/w": buf(2)}}, []string{"m/w", "no v/w"}},
+		{"novograd negative step", withName(novogradHyper, "novograd", 0), State{Step: -1}, []string{"novograd", "step -1"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			opt, _ := New(c.cfg)
@@ -304,8 +351,10 @@ func TestStepErrors(t *testing.T) {
 		})
 	}
 
-	stateful := []optimCase{registryCases[1], registryCases[3], registryCases[4]}
-	for _, c := range stateful {
+	for _, c := range registryCases {
+		if !keepsState(c.cfg) {
+			continue
+		}
 		t.Run(c.name+"/state", func(t *testing.T) {
 			opt, _ := New(c.cfg)
 			wantErrorContaining(t, opt.Step([]Param{param("a", 2), param("a", 2)}, 0.1), `two parameters are named "a"`)
@@ -325,13 +374,85 @@ func TestStepErrors(t *testing.T) {
 		})
 	}
 
-	// Adam's shared step counter: a parameter joining after step 1 is refused.
-	opt, _ := New(withName(adamHyper, "adam", 0))
-	if err := opt.Step([]Param{param("a", 2)}, 0.1); err != nil {
-		t.Fatal(err)
+	// The shared step counter of bias correction (Adam, LAMB): a parameter joining after
+	// step 1 is refused. The others, LAMB without bias correction included, accept it.
+	for _, c := range registryCases {
+		opt, _ := New(c.cfg)
+		if err := opt.Step([]Param{param("a", 2)}, 0.1); err != nil {
+			t.Fatal(err)
+		}
+		err := opt.Step([]Param{param("a", 2), param("late", 1)}, 0.1)
+		if (c.cfg.Name == "adam" || c.cfg.Name == "adamw" || c.cfg.Name == "lamb") && !c.cfg.LAMBNoBiasCorrection {
+			wantErrorContaining(t, err, `"late" has no state`)
+		} else if err != nil {
+			t.Errorf("%s: a parameter joining at step 2: %v", c.name, err)
+		}
 	}
-	wantErrorContaining(t, opt.Step([]Param{param("a", 2), param("late", 1)}, 0.1), `"late" has no state`)
 }
+
+// TestStepPreconditioned: only SGD takes the plain step that DGC-preconditioned
+// tensors need; every other optimizer refuses them, names itself and points to sgd,
+// and changes nothing.
+func TestStepPreconditioned(t *testing.T) {
+	for _, c := range registryCases {
+		if c.cfg.Name == "sgd" {
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			opt, _ := New(c.cfg)
+			params := []Param{
+				{Name: "a", Value: []float32{1}, Grad: []float32{1}},
+				{Name: "pre", Value: []float32{1}, Grad: []float32{1}, Preconditioned: true},
+			}
+			wantErrorContaining(t, opt.Step(params, 0.1), c.cfg.Name+":", "tensor pre", "use optim.name sgd")
+			if params[0].Value[0] != 1 || opt.State().Step != 0 || StateBytes(opt) != 0 {
+				t.Error("a refused Step changed parameters or state")
+			}
+		})
+	}
+}
+
+// TestStateBytes: bytes of state per parameter, for the trainer's summary. A model of
+// a 1000-element weight and a 10-element bias: SGD with momentum and LARS keep one
+// float per element (4 bytes), Adam and LAMB two (8), NovoGrad one per element plus
+// one per tensor (4 + 8/1010).
+func TestStateBytes(t *testing.T) {
+	for _, c := range []struct {
+		cfg  Config
+		want int64
+	}{
+		{Config{Name: "sgd", LR: 0.1}, 0},
+		{Config{Name: "sgd", LR: 0.1, Momentum: 0.9}, 4 * 1010},
+		{withName(adamHyper, "adam", 0), 8 * 1010},
+		{withName(adamHyper, "adamw", 0), 8 * 1010},
+		{Config{Name: "lars", LR: 0.1, Momentum: 0.9}, 4 * 1010},
+		{Config{Name: "lars", LR: 0.1}, 0},
+		{withName(lambHyper, "lamb", 0), 8 * 1010},
+		{withName(novogradHyper, "novograd", 0), 4*1010 + 4*2},
+	} {
+		opt, _ := New(c.cfg)
+		if got := StateBytes(opt); got != 0 {
+			t.Errorf("%+v: %d bytes before the first step, want 0", c.cfg, got)
+		}
+		params := []Param{
+			{Name: "w", Value: make([]float32, 1000), Grad: make([]float32, 1000)},
+			{Name: "b", Value: make([]float32, 10), Grad: make([]float32, 10), NoDecay: true},
+		}
+		if err := opt.Step(params, 0.1); err != nil {
+			t.Fatal(err)
+		}
+		if got := StateBytes(opt); got != c.want {
+			t.Errorf("%s: StateBytes = %d, want %d", c.cfg.Name, got, c.want)
+		}
+		// The fallback for other Optimizers, summing State, agrees.
+		if got := StateBytes(stateOnly{opt}); got != c.want {
+			t.Errorf("%s: StateBytes through State = %d, want %d", c.cfg.Name, got, c.want)
+		}
+	}
+}
+
+// stateOnly hides an optimizer's StateBytes method.
+type stateOnly struct{ Optimizer }
 
 // TestStepAllocs: after the first step, a step over the same parameters allocates nothing.
 func TestStepAllocs(t *testing.T) {

@@ -15,6 +15,7 @@ const (
 	constantSchedule scheduleKind = iota
 	stepSchedule
 	cosineSchedule
+	polySchedule
 )
 
 // scheduleKinds maps ScheduleConfig.Name to the main schedule.
@@ -22,6 +23,7 @@ var scheduleKinds = map[string]scheduleKind{
 	"constant": constantSchedule,
 	"step":     stepSchedule,
 	"cosine":   cosineSchedule,
+	"poly":     polySchedule,
 }
 
 // ScheduleNames returns the registered schedule names, sorted.
@@ -52,6 +54,10 @@ func ScheduleNames() []string { return slices.Sorted(maps.Keys(scheduleKinds)) }
 //	          the start of the run (warm-up included), as MultiStepLR
 //	cosine:   lr = MinLR + (peak-MinLR)*(1+cos(pi*t/T))/2, t = s-W, T = totalSteps-W;
 //	          lr = MinLR from step totalSteps on (CosineAnnealingLR with T_max = T)
+//	poly:     lr = MinLR + (peak-MinLR)*(1-t/T)^Power, t and T as cosine, Power 2 by
+//	          default (the poly(2) rule of the LARS paper); lr = MinLR from step
+//	          totalSteps on. With MinLR 0 this is PyTorch's PolynomialLR (total_iters
+//	          = T); with MinLR it is TF's polynomial_decay to end_learning_rate.
 type Schedule struct {
 	kind       scheduleKind
 	start      float64 // rate at step 0 of the warm-up
@@ -60,6 +66,7 @@ type Schedule struct {
 	milestones []int   // step: first step of each decay, increasing
 	gamma      float64
 	minLR      float64
+	power      float64 // poly: exponent
 	total      int
 }
 
@@ -79,7 +86,10 @@ func NewSchedule(sc ScheduleConfig, baseLR float64, globalBatch, stepsPerEpoch, 
 	if totalSteps <= 0 {
 		return nil, fmt.Errorf("optim: schedule: %d total steps, want > 0", totalSteps)
 	}
-	s := &Schedule{kind: scheduleKinds[sc.Name], peak: baseLR, gamma: sc.Gamma, minLR: sc.MinLR, total: totalSteps}
+	s := &Schedule{kind: scheduleKinds[sc.Name], peak: baseLR, gamma: sc.Gamma, minLR: sc.MinLR, power: sc.Power, total: totalSteps}
+	if s.power == 0 {
+		s.power = defaultPolyPower
+	}
 	if sc.BaseBatch > 0 {
 		if globalBatch <= 0 {
 			return nil, fmt.Errorf("optim: schedule: global batch %d, want > 0 for linear scaling (schedule.base_batch = %d)", globalBatch, sc.BaseBatch)
@@ -103,7 +113,7 @@ func NewSchedule(sc ScheduleConfig, baseLR float64, globalBatch, stepsPerEpoch, 
 			s.milestones[i] = int(math.Round(e * float64(stepsPerEpoch)))
 		}
 	}
-	if s.kind == cosineSchedule && sc.MinLR > s.peak {
+	if (s.kind == cosineSchedule || s.kind == polySchedule) && sc.MinLR > s.peak {
 		return nil, &FieldError{Key: "schedule.min_lr", Value: sc.MinLR, Want: fmt.Sprintf("at most the peak learning rate %g", s.peak)}
 	}
 	return s, nil
@@ -133,6 +143,13 @@ func (s *Schedule) LR(step int) float64 {
 			return s.minLR
 		}
 		return s.minLR + (s.peak-s.minLR)*(1+math.Cos(math.Pi*float64(t)/float64(T)))/2
+	case polySchedule:
+		T := s.total - s.warmup
+		t := step - s.warmup
+		if t >= T {
+			return s.minLR
+		}
+		return s.minLR + (s.peak-s.minLR)*math.Pow(1-float64(t)/float64(T), s.power)
 	default:
 		return s.peak
 	}
@@ -140,7 +157,8 @@ func (s *Schedule) LR(step int) float64 {
 
 // Validate checks sc on its own (NewSchedule also checks it against the run) and
 // reports the first invalid field as a *FieldError. Only the fields the named
-// schedule uses are checked: Gamma and Milestones for step, MinLR for cosine.
+// schedule uses are checked: Gamma and Milestones for step, MinLR for cosine and
+// poly, Power for poly.
 func (sc ScheduleConfig) Validate() error {
 	kind, ok := scheduleKinds[sc.Name]
 	if !ok {
@@ -158,9 +176,12 @@ func (sc ScheduleConfig) Validate() error {
 			return &FieldError{Key: "schedule.gamma", Value: sc.Gamma, Want: "a decay factor in (0, 1]"}
 		}
 		return sc.validateMilestones()
-	case cosineSchedule:
+	case cosineSchedule, polySchedule:
 		if !finite(sc.MinLR) || sc.MinLR < 0 {
 			return &FieldError{Key: "schedule.min_lr", Value: sc.MinLR, Want: "a finite number >= 0"}
+		}
+		if kind == polySchedule && (!finite(sc.Power) || sc.Power < 0) {
+			return &FieldError{Key: "schedule.power", Value: sc.Power, Want: "a finite exponent > 0 (0 selects the default 2)"}
 		}
 	}
 	return nil
@@ -187,10 +208,18 @@ func (sc ScheduleConfig) validateMilestones() error {
 	return nil
 }
 
+// defaultPolyPower is the exponent of the poly schedule when ScheduleConfig.Power is
+// 0: the poly(2) rule of the LARS paper (PyTorch's PolynomialLR defaults to 1).
+const defaultPolyPower = 2
+
 // ApplyDefaults sets Gamma to 0.1 (PyTorch's MultiStepLR default) for the step
-// schedule when it is zero, which is never a valid decay factor.
+// schedule when it is zero, which is never a valid decay factor, and Power to 2 for
+// the poly schedule when it is zero (NewSchedule reads 0 as 2 too).
 func (sc *ScheduleConfig) ApplyDefaults() {
 	if sc.Name == "step" && sc.Gamma == 0 {
 		sc.Gamma = 0.1
+	}
+	if sc.Name == "poly" && sc.Power == 0 {
+		sc.Power = defaultPolyPower
 	}
 }

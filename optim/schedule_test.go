@@ -78,6 +78,30 @@ func TestScheduleCosine(t *testing.T) {
 		[]lrAt{{0, 0.01}, {9, 0.01 + 0.09*9/10}, {10, 0.01}})
 }
 
+func TestSchedulePoly(t *testing.T) {
+	// No warm-up, power 2 (the default for 0): T = 100, lr = 0.1*(1-s/100)^2.
+	//   s=10: 0.1*0.81 = 0.081;  s=50: 0.1*0.25 = 0.025;  s=90: 0.1*0.01 = 0.001;  s>=100: 0
+	checkSchedule(t, "plain", ScheduleConfig{Name: "poly"}, 0.1, 32, 10, 100,
+		[]lrAt{{0, 0.1}, {10, 0.081}, {50, 0.025}, {90, 0.001}, {99, 1e-5}, {100, 0}, {150, 0}})
+
+	// Power 1 is linear decay: lr = 0.1*(1-s/100).
+	checkSchedule(t, "linear", ScheduleConfig{Name: "poly", Power: 1}, 0.1, 32, 10, 100,
+		[]lrAt{{0, 0.1}, {25, 0.075}, {50, 0.05}, {100, 0}})
+
+	// The LARS recipe: scaled peak 0.1*512/256 = 0.2, warm-up 2 epochs of 10 steps (W = 20)
+	// from 0.1, then poly(2) to min_lr = 0.02 over T = 120-20 = 100 steps:
+	// lr = 0.02 + 0.18*(1-(s-20)/100)^2.
+	//   s=10: 0.1 + 0.1*10/20 = 0.15;  s=20: 0.2;  s=70: 0.02 + 0.18*0.25 = 0.065
+	//   s=110: 0.02 + 0.18*0.01 = 0.0218;  s=120: 0.02
+	checkSchedule(t, "warm-up, scaled, min_lr", ScheduleConfig{Name: "poly", Power: 2, MinLR: 0.02, WarmupEpochs: 2, BaseBatch: 256},
+		0.1, 512, 10, 120,
+		[]lrAt{{0, 0.1}, {10, 0.15}, {20, 0.2}, {70, 0.065}, {110, 0.0218}, {120, 0.02}, {200, 0.02}})
+
+	// A fractional power: 0.1*(1-0.75)^0.5 = 0.05 at s = 75.
+	checkSchedule(t, "square root", ScheduleConfig{Name: "poly", Power: 0.5}, 0.1, 32, 10, 100,
+		[]lrAt{{75, 0.05}, {96, 0.02}})
+}
+
 func TestScheduleValidation(t *testing.T) {
 	step := func(ms ...float64) ScheduleConfig {
 		return ScheduleConfig{Name: "step", Milestones: ms, Gamma: 0.1}
@@ -88,7 +112,7 @@ func TestScheduleValidation(t *testing.T) {
 		lr   float64
 		key  string
 	}{
-		{"unknown name", ScheduleConfig{Name: "poly"}, 0.1, "schedule.name"},
+		{"unknown name", ScheduleConfig{Name: "exponential"}, 0.1, "schedule.name"},
 		{"empty name", ScheduleConfig{}, 0.1, "schedule.name"},
 		{"negative warm-up", ScheduleConfig{Name: "constant", WarmupEpochs: -1}, 0.1, "schedule.warmup_epochs"},
 		{"NaN warm-up", ScheduleConfig{Name: "constant", WarmupEpochs: math.NaN()}, 0.1, "schedule.warmup_epochs"},
@@ -103,6 +127,10 @@ func TestScheduleValidation(t *testing.T) {
 		{"milestone in warm-up", ScheduleConfig{Name: "step", Milestones: []float64{2}, Gamma: 0.1, WarmupEpochs: 2}, 0.1, "schedule.milestones"},
 		{"negative min_lr", ScheduleConfig{Name: "cosine", MinLR: -1e-3}, 0.1, "schedule.min_lr"},
 		{"min_lr above peak", ScheduleConfig{Name: "cosine", MinLR: 0.2}, 0.1, "schedule.min_lr"},
+		{"poly min_lr above peak", ScheduleConfig{Name: "poly", MinLR: 0.2}, 0.1, "schedule.min_lr"},
+		{"poly negative min_lr", ScheduleConfig{Name: "poly", MinLR: -1}, 0.1, "schedule.min_lr"},
+		{"poly negative power", ScheduleConfig{Name: "poly", Power: -2}, 0.1, "schedule.power"},
+		{"poly NaN power", ScheduleConfig{Name: "poly", Power: math.NaN()}, 0.1, "schedule.power"},
 		{"zero lr", ScheduleConfig{Name: "constant"}, 0, "optim.lr"},
 		{"infinite lr", ScheduleConfig{Name: "constant"}, math.Inf(1), "optim.lr"},
 	} {
@@ -143,13 +171,23 @@ func TestScheduleApplyDefaults(t *testing.T) {
 	}
 	sc = ScheduleConfig{Name: "cosine"}
 	sc.ApplyDefaults()
-	if sc.Gamma != 0 {
-		t.Errorf("cosine got gamma %v, want it left at 0", sc.Gamma)
+	if sc.Gamma != 0 || sc.Power != 0 {
+		t.Errorf("cosine got gamma %v, power %v, want them left at 0", sc.Gamma, sc.Power)
+	}
+	sc = ScheduleConfig{Name: "poly"}
+	sc.ApplyDefaults()
+	if sc.Power != 2 || sc.Gamma != 0 {
+		t.Errorf("poly defaults gave power %v, gamma %v, want 2 and 0", sc.Power, sc.Gamma)
+	}
+	sc = ScheduleConfig{Name: "poly", Power: 1}
+	sc.ApplyDefaults()
+	if sc.Power != 1 {
+		t.Errorf("poly power 1 changed to %v", sc.Power)
 	}
 }
 
 func TestScheduleNames(t *testing.T) {
-	want := []string{"constant", "cosine", "step"}
+	want := []string{"constant", "cosine", "poly", "step"}
 	if got := ScheduleNames(); !slices.Equal(got, want) {
 		t.Errorf("ScheduleNames() = %v, want %v", got, want)
 	}

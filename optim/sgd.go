@@ -8,21 +8,25 @@ package optim
 //	d = d + m*b  if Nesterov,  d = b  otherwise
 //	w -= lr*d
 //
+// NoDecay parameters get decay too when Config.DecayNormBias is set.
+//
 // PyTorch starts the momentum buffer at b = d on a parameter's first step; a buffer
 // allocated as zeros gives exactly that (m*0 + d = d), so there is no special case.
 // With momentum 0 SGD keeps no buffers.
 type SGD struct {
-	momentum    float64
-	nesterov    bool
-	weightDecay float64
-	step        int64
-	bufs        buffers // slot "momentum", or no slots when momentum is 0
+	momentum      float64
+	nesterov      bool
+	weightDecay   float64
+	decayNormBias bool
+	step          int64
+	bufs          buffers // slot "momentum", or no slots when momentum is 0
 }
 
 var _ Optimizer = (*SGD)(nil)
 
-// NewSGD returns SGD configured by c (LR, Momentum, Nesterov, WeightDecay; the
-// learning rate itself is passed to each Step). Fields SGD does not use are ignored.
+// NewSGD returns SGD configured by c (LR, Momentum, Nesterov, WeightDecay,
+// DecayNormBias; the learning rate itself is passed to each Step). Fields SGD does
+// not use are ignored.
 func NewSGD(c Config) (*SGD, error) {
 	if err := c.validateCommon(); err != nil {
 		return nil, err
@@ -33,7 +37,7 @@ func NewSGD(c Config) (*SGD, error) {
 	if c.Nesterov && c.Momentum == 0 {
 		return nil, &FieldError{Key: "optim.nesterov", Value: true, Want: "optim.momentum > 0 (Nesterov momentum needs momentum)"}
 	}
-	s := &SGD{momentum: c.Momentum, nesterov: c.Nesterov, weightDecay: c.WeightDecay}
+	s := &SGD{momentum: c.Momentum, nesterov: c.Nesterov, weightDecay: c.WeightDecay, decayNormBias: c.DecayNormBias}
 	if c.Momentum > 0 {
 		s.bufs = newBuffers("sgd", "momentum")
 	} else {
@@ -54,7 +58,7 @@ func (s *SGD) Step(params []Param, lr float64) error {
 	for i := range params {
 		p := &params[i]
 		wd := s.weightDecay
-		if p.NoDecay || p.Preconditioned {
+		if (p.NoDecay && !s.decayNormBias) || p.Preconditioned {
 			wd = 0
 		}
 		if s.momentum == 0 || p.Preconditioned {
@@ -72,6 +76,9 @@ func (s *SGD) Step(params []Param, lr float64) error {
 func (s *SGD) State() State {
 	return State{Step: s.step, Buffers: s.bufs.state()}
 }
+
+// StateBytes returns the size of the momentum buffers in bytes (see StateBytes).
+func (s *SGD) StateBytes() int64 { return s.bufs.bytes() }
 
 // SetState restores a state returned by State, copying its buffers. Buffer lengths
 // are checked against the parameters on the next Step.

@@ -9,17 +9,49 @@ import (
 )
 
 // buffers holds an optimizer's per-parameter state: for each parameter name, one
-// []float32 per slot (SGD: momentum; Adam: m, v), each as long as the parameter.
-// Buffers are allocated on the first step that sees a parameter and reused afterwards,
-// so a step over an unchanged parameter list allocates nothing.
+// []float32 per slot (SGD: momentum; Adam: m, v), each as long as the parameter, or
+// one element long for a per-tensor slot (NovoGrad's v). The first slot is always
+// per element. Buffers are allocated on the first step that sees a parameter and
+// reused afterwards, so a step over an unchanged parameter list allocates nothing.
 type buffers struct {
-	who    string                 // optimizer name, for error messages
-	slots  []string               // slot names, in the order of the per-name slices
-	byName map[string][][]float32 // parameter name -> one buffer per slot
+	who       string                 // optimizer name, for error messages
+	slots     []string               // slot names, in the order of the per-name slices
+	perTensor []bool                 // per slot: one value per tensor rather than per element
+	byName    map[string][][]float32 // parameter name -> one buffer per slot
 }
 
+// newBuffers returns empty buffers with per-element slots.
 func newBuffers(who string, slots ...string) buffers {
-	return buffers{who: who, slots: slots, byName: map[string][][]float32{}}
+	return buffers{who: who, slots: slots, perTensor: make([]bool, len(slots)), byName: map[string][][]float32{}}
+}
+
+// newBuffersPerTensor returns empty buffers whose slots are per element, then one
+// value per tensor for each of tensorSlots.
+func newBuffersPerTensor(who string, elemSlots []string, tensorSlots ...string) buffers {
+	b := newBuffers(who, append(append([]string(nil), elemSlots...), tensorSlots...)...)
+	for s := len(elemSlots); s < len(b.slots); s++ {
+		b.perTensor[s] = true
+	}
+	return b
+}
+
+// slotLen is the length of slot s's buffer for a parameter of n elements.
+func (b *buffers) slotLen(s, n int) int {
+	if b.perTensor[s] {
+		return 1
+	}
+	return n
+}
+
+// bytes is the size of all buffers, 4 bytes per float32.
+func (b *buffers) bytes() int64 {
+	var n int64
+	for _, bufs := range b.byName {
+		for _, buf := range bufs {
+			n += int64(len(buf))
+		}
+	}
+	return 4 * n
 }
 
 // prepare checks params against the buffers and allocates zeroed buffers for the
@@ -68,7 +100,7 @@ func (b *buffers) prepare(params []Param, allowNew bool) error {
 		}
 		bufs := make([][]float32, len(b.slots))
 		for s := range bufs {
-			bufs[s] = make([]float32, len(p.Value))
+			bufs[s] = make([]float32, b.slotLen(s, len(p.Value)))
 		}
 		b.byName[p.Name] = bufs
 	}
@@ -88,7 +120,8 @@ func (b *buffers) state() map[string][]float32 {
 
 // set replaces the buffers with copies of st, keyed "<slot>/<param name>". Every key
 // must name one of the optimizer's slots, every parameter must have all its slots,
-// and the slots of one parameter must have the same length. On error nothing changes.
+// its per-element slots must have the same length and its per-tensor slots one
+// element. On error nothing changes.
 func (b *buffers) set(st map[string][]float32) error {
 	byName := make(map[string][][]float32, len(st))
 	// Sorted keys make the reported error the same from run to run.
@@ -118,12 +151,15 @@ func (b *buffers) set(st map[string][]float32) error {
 		bufs := byName[name]
 		first := slices.IndexFunc(bufs, func(buf []float32) bool { return buf != nil })
 		for s, buf := range bufs {
-			if buf == nil {
+			switch {
+			case buf == nil:
 				return fmt.Errorf("optim: %s: state has %s/%s but no %s/%s", b.who, b.slots[first], name, b.slots[s], name)
-			}
-			if len(buf) != len(bufs[first]) {
+			case b.perTensor[s] && len(buf) != 1:
+				return fmt.Errorf("optim: %s: state buffer %s/%s has %d elements, want 1 (one value per tensor)", b.who, b.slots[s], name, len(buf))
+			case !b.perTensor[s] && len(buf) != len(bufs[0]):
+				// Slot 0 is per element and present (else the case above).
 				return fmt.Errorf("optim: %s: state buffers %s/%s (%d elements) and %s/%s (%d) differ in length",
-					b.who, b.slots[first], name, len(bufs[first]), b.slots[s], name, len(buf))
+					b.who, b.slots[0], name, len(bufs[0]), b.slots[s], name, len(buf))
 			}
 		}
 	}
@@ -141,4 +177,33 @@ func checkStepLR(who string, lr float64) error {
 
 func errNegativeStep(who string, step int64) error {
 	return fmt.Errorf("optim: %s: state step %d, want >= 0", who, step)
+}
+
+// checkNotPreconditioned rejects tensors whose gradient already carries momentum and
+// weight decay from the exchange (DGC's momentum correction): only SGD can take the
+// plain step they need; any other rule would apply momentum twice.
+func checkNotPreconditioned(who string, params []Param) error {
+	for i := range params {
+		if params[i].Preconditioned {
+			return fmt.Errorf("%s: tensor %s already carries momentum from the gradient exchange (DGC momentum correction): use optim.name sgd", who, params[i].Name)
+		}
+	}
+	return nil
+}
+
+// StateBytes returns the size in bytes of o's checkpointable state buffers (4 bytes per
+// float32; the step counter is not counted): divided by the number of parameters it
+// gives the state's bytes per parameter (SGD with momentum 4, Adam 8, NovoGrad a
+// little over 4). It is 0 before the first step, which allocates the buffers. The
+// optimizers of this package report it without copying; for any other Optimizer it
+// sums the buffers of State.
+func StateBytes(o Optimizer) int64 {
+	if s, ok := o.(interface{ StateBytes() int64 }); ok {
+		return s.StateBytes()
+	}
+	var n int64
+	for _, buf := range o.State().Buffers {
+		n += 4 * int64(len(buf))
+	}
+	return n
 }

@@ -328,6 +328,7 @@ func (j *job) loop(ctx context.Context, st *checkpoint) (*Summary, error) {
 		Params: j.net.NumParams(), TestAccuracy: last.TestAccuracy, TestLoss: last.TestLoss, ValBPC: last.ValBPC,
 		TrainLossFinal: last.TrainLoss, WallSeconds: elapsed, SamplesPerSecond: float64(samples) / elapsed,
 	}
+	sum.OptimizerStateBytesPerParam = float64(optim.StateBytes(j.opt)) / float64(j.net.NumParams())
 	j.fillTraffic(sum, j.workers)
 	if err := writeJSON(filepath.Join(j.opts.OutDir, "summary.json"), sum); err != nil {
 		return nil, err

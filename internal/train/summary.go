@@ -21,6 +21,9 @@ type Summary struct {
 	Replicas         int      `json:"replicas"`
 	Backend          string   `json:"backend"`
 	Optimizer        string   `json:"optimizer"`
+	// OptimizerStateBytesPerParam is the optimizer's state (momenta, moments) in
+	// bytes per learnable parameter.
+	OptimizerStateBytesPerParam float64 `json:"optimizer_state_bytes_per_param"`
 	Compressor       string   `json:"compressor"`
 	Seed             int64    `json:"seed"`
 	Version          string   `json:"version"`
