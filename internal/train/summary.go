@@ -12,33 +12,33 @@ import (
 // later features add fields. Metrics that do not apply to a model are omitted
 // (accuracy for the language model, bits per character for classifiers).
 type Summary struct {
-	Model            string   `json:"model"`
-	Dataset          string   `json:"dataset"`
-	Epochs           int      `json:"epochs"`
-	Steps            int      `json:"steps"`
-	GlobalBatch      int      `json:"global_batch"`
-	Workers          int      `json:"workers"`
-	Replicas         int      `json:"replicas"`
-	Backend          string   `json:"backend"`
-	Optimizer        string   `json:"optimizer"`
+	Model       string `json:"model"`
+	Dataset     string `json:"dataset"`
+	Epochs      int    `json:"epochs"`
+	Steps       int    `json:"steps"`
+	GlobalBatch int    `json:"global_batch"`
+	Workers     int    `json:"workers"`
+	Replicas    int    `json:"replicas"`
+	Backend     string `json:"backend"`
+	Optimizer   string `json:"optimizer"`
 	// OptimizerStateBytesPerParam is the optimizer's state (momenta, moments) in
 	// bytes per learnable parameter.
-	OptimizerStateBytesPerParam float64 `json:"optimizer_state_bytes_per_param"`
-	Compressor       string   `json:"compressor"`
-	Seed             int64    `json:"seed"`
-	Version          string   `json:"version"`
-	GoVersion        string   `json:"go_version"`
-	BLAS             string   `json:"blas"`
-	Params           int      `json:"params"`
-	TestAccuracy     *float64 `json:"test_accuracy,omitempty"`
-	TestLoss         float64  `json:"test_loss"`
-	ValBPC           *float64 `json:"val_bpc,omitempty"`
-	TrainLossFinal   float64  `json:"train_loss_final"`
-	WallSeconds      float64  `json:"wall_seconds"`
-	SamplesPerSecond float64  `json:"samples_per_second"`
-	BytesDense       int64    `json:"bytes_dense"`
-	BytesSent        int64    `json:"bytes_sent"`
-	CompressionRatio float64  `json:"compression_ratio"`
+	OptimizerStateBytesPerParam float64  `json:"optimizer_state_bytes_per_param"`
+	Compressor                  string   `json:"compressor"`
+	Seed                        int64    `json:"seed"`
+	Version                     string   `json:"version"`
+	GoVersion                   string   `json:"go_version"`
+	BLAS                        string   `json:"blas"`
+	Params                      int      `json:"params"`
+	TestAccuracy                *float64 `json:"test_accuracy,omitempty"`
+	TestLoss                    float64  `json:"test_loss"`
+	ValBPC                      *float64 `json:"val_bpc,omitempty"`
+	TrainLossFinal              float64  `json:"train_loss_final"`
+	WallSeconds                 float64  `json:"wall_seconds"`
+	SamplesPerSecond            float64  `json:"samples_per_second"`
+	BytesDense                  int64    `json:"bytes_dense"`
+	BytesSent                   int64    `json:"bytes_sent"`
+	CompressionRatio            float64  `json:"compression_ratio"`
 	// CompressionRatioSteady counts only the steps after the compressor's warm-up.
 	CompressionRatioSteady float64 `json:"compression_ratio_steady"`
 	// CompressionRatioByKind is the whole-run ratio per layer kind (conv, linear,
