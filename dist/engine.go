@@ -205,17 +205,7 @@ func (e *Engine) AverageBuffers(bufs [][][]float32) error {
 			sums[w] = append(sums[w], b...)
 		}
 	}
-	errs := make([]error, len(e.members))
-	var wg sync.WaitGroup
-	for w := range e.members {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			errs[w] = e.members[w].AllReduce(sums[w])
-		}(w)
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := e.onEveryWorker(func(w int) error { return e.members[w].AllReduce(sums[w]) }); err != nil {
 		return err
 	}
 	inv := 1 / float32(e.Workers())
@@ -267,22 +257,32 @@ func checksum(v []float32) uint64 {
 
 var crcTable = crc64.MakeTable(crc64.ECMA)
 
-// GatherAll collects one payload per logical worker of the run (payload(w) for
-// local worker w) on every process, in global rank order. Every process must
-// call it at the same time.
-func (e *Engine) GatherAll(payload func(w int) []byte) ([][]byte, error) {
-	all := make([][][]byte, len(e.members))
+// onEveryWorker runs f for every local worker concurrently (each worker drives
+// its own collective member) and joins their errors.
+func (e *Engine) onEveryWorker(f func(w int) error) error {
 	errs := make([]error, len(e.members))
 	var wg sync.WaitGroup
 	for w := range e.members {
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
-			all[w], errs[w] = e.members[w].AllGather(payload(w))
+			errs[w] = f(w)
 		}(w)
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	return errors.Join(errs...)
+}
+
+// GatherAll collects one payload per logical worker of the run (payload(w) for
+// local worker w) on every process, in global rank order. Every process must
+// call it at the same time.
+func (e *Engine) GatherAll(payload func(w int) []byte) ([][]byte, error) {
+	all := make([][][]byte, len(e.members))
+	err := e.onEveryWorker(func(w int) (err error) {
+		all[w], err = e.members[w].AllGather(payload(w))
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
 	out := make([][]byte, len(all[0]))

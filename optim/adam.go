@@ -1,7 +1,6 @@
 package optim
 
 import (
-	"fmt"
 	"math"
 )
 
@@ -27,8 +26,7 @@ type Adam struct {
 	eps           float64
 	weightDecay   float64
 	decayNormBias bool
-	step          int64
-	bufs          buffers // slots "m" and "v"
+	stepState     // buffers: slots "m" and "v"
 }
 
 var _ Optimizer = (*Adam)(nil)
@@ -53,7 +51,7 @@ func newAdam(c Config, decoupled bool) (*Adam, error) {
 	}
 	a := &Adam{decoupled: decoupled, beta1: c.Beta1, beta2: c.Beta2, eps: c.Eps,
 		weightDecay: c.WeightDecay, decayNormBias: c.DecayNormBias}
-	a.bufs = newBuffers(a.name(), "m", "v")
+	a.bufs, a.momentsNeedStep = newBuffers(a.name(), "m", "v"), true
 	return a, nil
 }
 
@@ -98,32 +96,6 @@ func (a *Adam) Step(params []Param, lr float64) error {
 		adamUpdate(p.Value, p.Grad, bufs[0], bufs[1], &k)
 	}
 	a.step++
-	return nil
-}
-
-// State returns a copy of the step counter and the moments ("m/<param name>",
-// "v/<param name>").
-func (a *Adam) State() State {
-	return State{Step: a.step, Buffers: a.bufs.state()}
-}
-
-// StateBytes returns the size of the moments in bytes (see StateBytes).
-func (a *Adam) StateBytes() int64 { return a.bufs.bytes() }
-
-// SetState restores a state returned by State, copying its buffers. Buffer lengths
-// are checked against the parameters on the next Step.
-func (a *Adam) SetState(st State) error {
-	if st.Step < 0 {
-		return errNegativeStep(a.name(), st.Step)
-	}
-	if st.Step == 0 && len(st.Buffers) > 0 {
-		// Moments at step 0 would be bias-corrected as if they were one step old.
-		return fmt.Errorf("optim: %s: state has moments but step 0", a.name())
-	}
-	if err := a.bufs.set(st.Buffers); err != nil {
-		return err
-	}
-	a.step = st.Step
 	return nil
 }
 

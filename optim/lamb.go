@@ -1,7 +1,6 @@
 package optim
 
 import (
-	"fmt"
 	"math"
 )
 
@@ -37,8 +36,7 @@ type LAMB struct {
 	biasCorrection    bool
 	decayNormBias     bool
 	adaptNormBias     bool
-	step              int64
-	bufs              buffers   // slots "m" and "v"
+	stepState                   // buffers: slots "m" and "v"
 	scratch           []float32 // the update u of one tensor; not state: as long as the largest tensor
 }
 
@@ -62,7 +60,7 @@ func NewLAMB(c Config) (*LAMB, error) {
 		beta1: c.Beta1, beta2: c.Beta2, eps: c.Eps, weightDecay: c.WeightDecay,
 		maxGradNorm: c.LAMBMaxGradNorm, biasCorrection: !c.LAMBNoBiasCorrection,
 		decayNormBias: c.DecayNormBias, adaptNormBias: c.AdaptNormBias,
-		bufs: newBuffers("lamb", "m", "v"),
+		stepState: stepState{bufs: newBuffers("lamb", "m", "v"), momentsNeedStep: true},
 	}, nil
 }
 
@@ -116,32 +114,6 @@ func (a *LAMB) Step(params []Param, lr float64) error {
 		lambApply(p.Value, u, rate)
 	}
 	a.step++
-	return nil
-}
-
-// State returns a copy of the step counter and the moments ("m/<param name>",
-// "v/<param name>").
-func (a *LAMB) State() State {
-	return State{Step: a.step, Buffers: a.bufs.state()}
-}
-
-// StateBytes returns the size of the moments in bytes (see StateBytes).
-func (a *LAMB) StateBytes() int64 { return a.bufs.bytes() }
-
-// SetState restores a state returned by State, copying its buffers. Buffer lengths are
-// checked against the parameters on the next Step.
-func (a *LAMB) SetState(st State) error {
-	if st.Step < 0 {
-		return errNegativeStep("lamb", st.Step)
-	}
-	if st.Step == 0 && len(st.Buffers) > 0 {
-		// Moments at step 0 would be bias-corrected as if they were one step old.
-		return fmt.Errorf("optim: lamb: state has moments but step 0")
-	}
-	if err := a.bufs.set(st.Buffers); err != nil {
-		return err
-	}
-	a.step = st.Step
 	return nil
 }
 

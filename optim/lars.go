@@ -38,8 +38,7 @@ type LARS struct {
 	clip          bool
 	decayNormBias bool
 	adaptNormBias bool
-	step          int64
-	bufs          buffers // slot "momentum" (the velocity v), or none when momentum is 0
+	stepState     // buffers: slot "momentum" (the velocity v), or none when momentum is 0
 }
 
 var _ Optimizer = (*LARS)(nil)
@@ -117,28 +116,6 @@ func (l *LARS) rate(lr, wNorm, gNorm, wd float64) float64 {
 		return min(trust, lr)
 	}
 	return lr * trust
-}
-
-// State returns a copy of the step counter and the velocities ("momentum/<param
-// name>"; none when momentum is 0).
-func (l *LARS) State() State {
-	return State{Step: l.step, Buffers: l.bufs.state()}
-}
-
-// StateBytes returns the size of the velocity buffers in bytes (see StateBytes).
-func (l *LARS) StateBytes() int64 { return l.bufs.bytes() }
-
-// SetState restores a state returned by State, copying its buffers. Buffer lengths
-// are checked against the parameters on the next Step.
-func (l *LARS) SetState(st State) error {
-	if st.Step < 0 {
-		return errNegativeStep("lars", st.Step)
-	}
-	if err := l.bufs.set(st.Buffers); err != nil {
-		return err
-	}
-	l.step = st.Step
-	return nil
 }
 
 // larsMomentum computes in float64 and rounds once per stored value (see the SGD

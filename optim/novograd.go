@@ -29,8 +29,7 @@ type NovoGrad struct {
 	gradAveraging     bool
 	epsInsideSqrt     bool
 	decayNormBias     bool
-	step              int64
-	bufs              buffers // slot "m" per element, slot "v" per tensor
+	stepState         // buffers: slot "m" per element, slot "v" per tensor
 }
 
 var _ Optimizer = (*NovoGrad)(nil)
@@ -49,7 +48,7 @@ func NewNovoGrad(c Config) (*NovoGrad, error) {
 		beta1: c.Beta1, beta2: c.Beta2, eps: c.Eps, weightDecay: c.WeightDecay,
 		gradAveraging: c.NovoGradGradAveraging, epsInsideSqrt: c.NovoGradEpsInsideSqrt,
 		decayNormBias: c.DecayNormBias,
-		bufs:          newBuffersPerTensor("novograd", []string{"m"}, "v"),
+		stepState:     stepState{bufs: newBuffersPerTensor("novograd", []string{"m"}, "v")},
 	}, nil
 }
 
@@ -92,28 +91,6 @@ func (o *NovoGrad) Step(params []Param, lr float64) error {
 		novogradUpdate(p.Value, p.Grad, bufs[0], lr, scale, wd, o.beta1)
 	}
 	o.step++
-	return nil
-}
-
-// State returns a copy of the step counter and the moments ("m/<param name>" per
-// element, "v/<param name>" one value).
-func (o *NovoGrad) State() State {
-	return State{Step: o.step, Buffers: o.bufs.state()}
-}
-
-// StateBytes returns the size of the moments in bytes (see StateBytes).
-func (o *NovoGrad) StateBytes() int64 { return o.bufs.bytes() }
-
-// SetState restores a state returned by State, copying its buffers. Buffer lengths are
-// checked against the parameters on the next Step.
-func (o *NovoGrad) SetState(st State) error {
-	if st.Step < 0 {
-		return errNegativeStep("novograd", st.Step)
-	}
-	if err := o.bufs.set(st.Buffers); err != nil {
-		return err
-	}
-	o.step = st.Step
 	return nil
 }
 

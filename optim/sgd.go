@@ -18,8 +18,7 @@ type SGD struct {
 	nesterov      bool
 	weightDecay   float64
 	decayNormBias bool
-	step          int64
-	bufs          buffers // slot "momentum", or no slots when momentum is 0
+	stepState     // buffers: slot "momentum", or no slots when momentum is 0
 }
 
 var _ Optimizer = (*SGD)(nil)
@@ -68,28 +67,6 @@ func (s *SGD) Step(params []Param, lr float64) error {
 		}
 	}
 	s.step++
-	return nil
-}
-
-// State returns a copy of the step counter and the momentum buffers
-// ("momentum/<param name>"; none when momentum is 0).
-func (s *SGD) State() State {
-	return State{Step: s.step, Buffers: s.bufs.state()}
-}
-
-// StateBytes returns the size of the momentum buffers in bytes (see StateBytes).
-func (s *SGD) StateBytes() int64 { return s.bufs.bytes() }
-
-// SetState restores a state returned by State, copying its buffers. Buffer lengths
-// are checked against the parameters on the next Step.
-func (s *SGD) SetState(st State) error {
-	if st.Step < 0 {
-		return errNegativeStep("sgd", st.Step)
-	}
-	if err := s.bufs.set(st.Buffers); err != nil {
-		return err
-	}
-	s.step = st.Step
 	return nil
 }
 

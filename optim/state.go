@@ -207,3 +207,38 @@ func StateBytes(o Optimizer) int64 {
 	}
 	return n
 }
+
+// stepState is the checkpointable state every optimizer keeps: a step counter
+// and named buffers. Optimizers embed it for State, StateBytes and SetState.
+type stepState struct {
+	step int64
+	bufs buffers
+	// momentsNeedStep: bias-corrected moments are meaningless at step 0, so a
+	// state with buffers but step 0 is refused (Adam, LAMB with bias correction).
+	momentsNeedStep bool
+}
+
+// State returns a copy of the step counter and the buffers ("<slot>/<param name>").
+func (s *stepState) State() State {
+	return State{Step: s.step, Buffers: s.bufs.state()}
+}
+
+// StateBytes returns the size of the buffers in bytes (see StateBytes).
+func (s *stepState) StateBytes() int64 { return s.bufs.bytes() }
+
+// SetState restores a state returned by State, copying its buffers. Buffer lengths
+// are checked against the parameters on the next Step.
+func (s *stepState) SetState(st State) error {
+	if st.Step < 0 {
+		return errNegativeStep(s.bufs.who, st.Step)
+	}
+	if s.momentsNeedStep && st.Step == 0 && len(st.Buffers) > 0 {
+		// Moments at step 0 would be bias-corrected as if they were one step old.
+		return fmt.Errorf("optim: %s: state has moments but step 0", s.bufs.who)
+	}
+	if err := s.bufs.set(st.Buffers); err != nil {
+		return err
+	}
+	s.step = st.Step
+	return nil
+}
