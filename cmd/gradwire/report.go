@@ -1,0 +1,45 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gradwire/gradwire/internal/sweep"
+)
+
+func newReportCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "report DIR",
+		Short: "Rebuild a sweep's table and plots from its runs",
+		Long: `Rebuild the report of the sweep whose results folder is DIR
+(<results>/<name>, e.g. experiments/results/compression-lenet5-fashion) from the
+files its runs wrote (runs/<variation>/seed-<k>/summary.json and metrics.jsonl),
+without training:
+
+  runs.csv                     one row per run: variation, seed, every summary.json field
+  table.md                     one row per variation, mean ± std over seeds
+  test_metric.png              test accuracy (or validation loss) per epoch
+  accuracy_vs_compression.png  final test accuracy vs steady compression ratio
+  train_loss.png               logged training loss per step
+
+Rows follow the variation order of DIR/sweep.yaml (written by gradwire sweep),
+then the seed. Unfinished runs are left out with a warning on stderr. table.md
+is printed on stdout.`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return errors.New("report needs one argument, the sweep's results folder DIR, e.g. gradwire report experiments/results/<name>")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			res, err := sweep.Report(args[0], cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprint(cmd.OutOrStdout(), res.Table)
+			return err
+		},
+	}
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gradwire/gradwire/internal/sweep"
+)
+
+func newSweepCmd() *cobra.Command {
+	var (
+		configPath string
+		results    string
+		dryRun     bool
+	)
+	cmd := &cobra.Command{
+		Use:   "sweep --config FILE [--results DIR] [--dry-run]",
+		Short: "Run a grid of trainings from a sweep file, then report",
+		Long: `Run every (variation, seed) of a sweep file and build its report.
+
+A sweep file (YAML) names a base run config (relative to the sweep file's folder),
+overrides applied to every run (set), seeds (default [1]) and variations, each a
+name, a list of key=value overrides and optionally its own seeds:
+
+  name: compression-lenet5-fashion
+  base: ../configs/lenet5-fashion.yaml
+  set: [dist.workers=8]
+  seeds: [1, 2]
+  variations:
+    - name: dense
+      set: [compress.name=none]
+    - name: dgc
+      set: [compress.name=dgc]
+
+Every run's config is checked before the first run starts. Run k of variation V
+goes to <results>/<name>/runs/V/seed-k/ (a normal run directory plus train.log):
+a run with summary.json is skipped, a run with a checkpoint and no summary
+resumes from it, the others start afresh. One progress line per run goes to
+stderr. Ctrl-C stops after the last completed epoch; rerunning continues.
+Afterwards the sweep's report is rebuilt (see gradwire report) and table.md is
+printed on stdout.
+
+--dry-run prints each run's state and its equivalent gradwire train command
+without training.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if configPath == "" {
+				return fmt.Errorf("--config FILE is required: the sweep file, e.g. experiments/<name>.yaml")
+			}
+			sw, err := sweep.Load(configPath)
+			if err != nil {
+				return err
+			}
+			if dryRun {
+				return sweep.DryRun(cmd.OutOrStdout(), sw, results)
+			}
+			stderr := cmd.ErrOrStderr()
+			if err := sweep.Execute(cmd.Context(), sw, sweep.Options{Results: results, Progress: stderr}); err != nil {
+				return err
+			}
+			res, err := sweep.Report(sw.Dir(results), stderr)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stderr, "report: %d files in %s\n", len(res.Files), sw.Dir(results))
+			_, err = fmt.Fprint(cmd.OutOrStdout(), res.Table)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&configPath, "config", "c", "", "sweep file (YAML)")
+	f.StringVar(&results, "results", sweep.DefaultResults, "results root; the sweep writes to <results>/<name>")
+	f.BoolVar(&dryRun, "dry-run", false, "list the runs and their overrides without training")
+	return cmd
+}

@@ -1,0 +1,269 @@
+package sweep
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/gradwire/gradwire/configs"
+	"github.com/gradwire/gradwire/internal/atomicfile"
+	"github.com/gradwire/gradwire/internal/train"
+)
+
+// DefaultResults is the results root of `gradwire sweep`.
+const DefaultResults = "experiments/results"
+
+// Options are what the sweep command passes in besides the sweep.
+type Options struct {
+	Results  string    // results root; the sweep writes to Results/<name>
+	Progress io.Writer // one line per run; nil = none
+}
+
+// state is what a run's directory already holds.
+type state struct {
+	done   bool // summary.json exists: nothing to do
+	resume bool // a checkpoint but no summary: continue from it
+	epochs int  // epochs completed at the last checkpoint (resume)
+}
+
+func (st state) String() string {
+	switch {
+	case st.done:
+		return "done"
+	case st.resume:
+		return fmt.Sprintf("resume from epoch %d", st.epochs)
+	}
+	return "new"
+}
+
+// inspect reports the run's state and checks that a run already in dir was
+// trained with the config the sweep gives it now: otherwise a changed sweep
+// file would silently mix old results into the new table.
+func inspect(r Run, dir string) (state, error) {
+	var st state
+	cfgPath := filepath.Join(dir, "config.yaml")
+	if _, err := os.Stat(cfgPath); errors.Is(err, os.ErrNotExist) {
+		return st, nil // nothing there yet (or a run killed before it wrote anything)
+	}
+	old, err := configs.Load(cfgPath, nil)
+	if err != nil {
+		return st, fmt.Errorf("run %s seed %d: %w", r.Variation, r.Seed, err)
+	}
+	if diff := configDiff(old, r.Config); len(diff) > 0 {
+		return st, fmt.Errorf("run %s seed %d: %s was trained with a different config than the sweep gives it now (%s); delete %s to retrain it, or give the changed variation a new name",
+			r.Variation, r.Seed, cfgPath, strings.Join(diff, "; "), dir)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "summary.json")); err == nil {
+		st.done = true
+		return st, nil
+	}
+	ckpts, err := filepath.Glob(filepath.Join(dir, "checkpoints", "epoch-*.ckpt"))
+	if err != nil {
+		return st, err
+	}
+	if len(ckpts) > 0 {
+		slices.Sort(ckpts) // zero-padded epoch numbers sort numerically
+		st.resume = true
+		fmt.Sscanf(filepath.Base(ckpts[len(ckpts)-1]), "epoch-%d.ckpt", &st.epochs)
+	}
+	return st, nil
+}
+
+// configDiff lists the keys whose values differ, as "key: old in the run, new in
+// the sweep". Configs are compared through their YAML form, which is what
+// config.yaml holds, so that nil and empty lists compare equal.
+func configDiff(old, cur configs.Config) []string {
+	a, b := flatConfig(old), flatConfig(cur)
+	var keys []string
+	for k := range a {
+		keys = append(keys, k)
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	var diff []string
+	for _, k := range keys {
+		if a[k] != b[k] {
+			diff = append(diff, fmt.Sprintf("%s: %s in the run, %s in the sweep", k, a[k], b[k]))
+		}
+	}
+	return diff
+}
+
+func flatConfig(c configs.Config) map[string]string {
+	raw, err := yaml.Marshal(c)
+	if err != nil {
+		panic(err) // a Config always marshals
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal(raw, &m); err != nil {
+		panic(err)
+	}
+	out := map[string]string{}
+	var walk func(prefix string, v any)
+	walk = func(prefix string, v any) {
+		if sub, ok := v.(map[string]any); ok {
+			for k, x := range sub {
+				walk(strings.TrimPrefix(prefix+"."+k, "."), x)
+			}
+			return
+		}
+		if rv := reflect.ValueOf(v); v != nil && rv.Kind() == reflect.Slice && rv.Len() == 0 {
+			v = "[]"
+		}
+		out[prefix] = fmt.Sprint(v)
+	}
+	walk("", m)
+	return out
+}
+
+// Execute runs every run of the sweep in order into Results/<name>/runs/:
+// finished runs are skipped, runs with a checkpoint and no summary resume, the
+// others start afresh. Every run directory is checked before the first run
+// starts. Each run's log goes to train.log in its directory. When ctx is
+// cancelled the current run stops (its last completed epoch is checkpointed) and
+// Execute returns an error saying how to continue.
+func Execute(ctx context.Context, s *Sweep, opts Options) error {
+	dir := s.Dir(opts.Results)
+	progress := opts.Progress
+	if progress == nil {
+		progress = io.Discard
+	}
+	states := make([]state, len(s.Runs))
+	var errs []error
+	done := 0
+	for i, r := range s.Runs {
+		var err error
+		if states[i], err = inspect(r, r.Dir(dir)); err != nil {
+			errs = append(errs, err)
+		}
+		if states[i].done {
+			done++
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	rec, err := marshalYAML(s.Record())
+	if err != nil {
+		return err
+	}
+	header := "# Written by gradwire sweep: the sweep file in resolved form. gradwire report reads the\n# order of the variations and the runs to expect from it.\n"
+	if err := atomicfile.Write(filepath.Join(dir, "sweep.yaml"), append([]byte(header), rec...)); err != nil {
+		return err
+	}
+	fmt.Fprintf(progress, "sweep %s: %d runs (%d done) in %s\n", s.Name, len(s.Runs), done, dir)
+	n := len(s.Runs)
+	for i, r := range s.Runs {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("interrupted before %s seed %d; rerun gradwire sweep --config %s to continue", r.Variation, r.Seed, s.Path)
+		}
+		tag := fmt.Sprintf("[%d/%d] %s seed %d", r.Index, n, r.Variation, r.Seed)
+		st := states[i]
+		switch {
+		case st.done:
+			fmt.Fprintf(progress, "%s: skipped (done)\n", tag)
+			continue
+		case st.resume:
+			fmt.Fprintf(progress, "%s: resumed from epoch %d\n", tag, st.epochs)
+		default:
+			fmt.Fprintf(progress, "%s: running\n", tag)
+		}
+		t0 := time.Now()
+		sum, err := runOne(ctx, s, r, r.Dir(dir), st.resume)
+		if errors.Is(err, context.Canceled) {
+			return fmt.Errorf("interrupted during %s seed %d (kept up to its last completed epoch); rerun gradwire sweep --config %s to continue", r.Variation, r.Seed, s.Path)
+		}
+		if err != nil {
+			return fmt.Errorf("run %s seed %d failed (log: %s): %w", r.Variation, r.Seed, filepath.Join(r.Dir(dir), "train.log"), err)
+		}
+		fmt.Fprintf(progress, "%s: done in %.0f s, %s\n", tag, time.Since(t0).Seconds(), resultText(sum))
+	}
+	return nil
+}
+
+// runOne trains one run with its log in the run directory's train.log.
+func runOne(ctx context.Context, s *Sweep, r Run, dir string, resume bool) (*train.Summary, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	// Appended to, not written atomically: it is a log, and a resumed run's log
+	// continues the interrupted one's.
+	f, err := os.OpenFile(filepath.Join(dir, "train.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	log := slog.New(slog.NewTextHandler(f, nil))
+	log.Info("sweep", "sweep", s.Name, "variation", r.Variation, "seed", r.Seed, "resume", resume,
+		"base", s.BasePath, "set", strings.Join(r.Sets, " "))
+	sum, err := train.Run(ctx, r.Config, train.Options{OutDir: dir, Resume: resume, Log: log})
+	if err != nil {
+		log.Error("run failed", "err", err)
+	}
+	return sum, err
+}
+
+// resultText is the final metric of a progress line.
+func resultText(s *train.Summary) string {
+	if s.TestAccuracy != nil {
+		return fmt.Sprintf("test_accuracy %.4f", *s.TestAccuracy)
+	}
+	return fmt.Sprintf("test_loss %.4f", s.TestLoss)
+}
+
+// DryRun writes, for every run, its state and the equivalent gradwire train
+// command (base config, every override, run directory), without training.
+func DryRun(w io.Writer, s *Sweep, results string) error {
+	dir := s.Dir(results)
+	var errs []error
+	fmt.Fprintf(w, "# sweep %s: %d runs in %s\n", s.Name, len(s.Runs), dir)
+	for _, r := range s.Runs {
+		st, err := inspect(r, r.Dir(dir))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		args := []string{"gradwire", "train", "--config", s.BasePath}
+		for _, kv := range r.Sets {
+			args = append(args, "--set", kv)
+		}
+		args = append(args, "--out", r.Dir(dir))
+		for i, a := range args {
+			args[i] = shellQuote(a)
+		}
+		fmt.Fprintf(w, "[%d/%d] %s seed %d (%s): %s\n", r.Index, len(s.Runs), r.Variation, r.Seed, st, strings.Join(args, " "))
+	}
+	return errors.Join(errs...)
+}
+
+// shellQuote quotes a for a POSIX shell when it holds anything but safe characters.
+func shellQuote(a string) string {
+	safe := a != ""
+	for _, c := range a {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("-_./=,:+@%", c)) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return a
+	}
+	return "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+}

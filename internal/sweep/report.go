@@ -1,0 +1,520 @@
+package sweep
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gradwire/gradwire/internal/atomicfile"
+	"github.com/gradwire/gradwire/internal/train"
+)
+
+// The files Report writes into a sweep's results folder.
+const (
+	RunsCSV        = "runs.csv"
+	TableMD        = "table.md"
+	TestMetricPNG  = "test_metric.png"
+	AccVsRatioPNG  = "accuracy_vs_compression.png"
+	TrainLossPNG   = "train_loss.png"
+	recordFile     = "sweep.yaml"
+	summaryFile    = "summary.json"
+	metricsFile    = "metrics.jsonl"
+	seedDirPrefix  = "seed-"
+	speedUpGbps    = 1.0 // the bandwidth of the table's speed-up column
+	percentPerUnit = 100
+)
+
+// Result is what Report wrote.
+type Result struct {
+	Table string   // table.md's content
+	Files []string // every file written, in the order written
+}
+
+// runData is one finished run as read back from its directory.
+type runData struct {
+	variation string
+	seed      int64
+	dir       string
+	flat      map[string]string // summary.json flattened for runs.csv
+	sum       *train.Summary
+	epochs    []metricRecord
+	steps     []metricRecord
+}
+
+// metricRecord is the part of a metrics.jsonl line (train.EpochResult or a step
+// record) the plots use.
+type metricRecord struct {
+	Kind         string   `json:"kind"`
+	Epoch        int      `json:"epoch"`
+	Step         int      `json:"step"`
+	Loss         float64  `json:"loss"`
+	TestLoss     float64  `json:"test_loss"`
+	TestAccuracy *float64 `json:"test_accuracy"`
+}
+
+// group is one variation's finished runs, in seed order.
+type group struct {
+	name string
+	runs []*runData
+}
+
+// Report rebuilds runs.csv, table.md and the plots in dir (a sweep's results
+// folder) from the files its runs left: runs/<variation>/seed-<k>/summary.json
+// and metrics.jsonl. It trains nothing. Problems that do not stop the report
+// (unfinished runs, runs not in sweep.yaml) are written to warn.
+func Report(dir string, warn io.Writer) (*Result, error) {
+	if warn == nil {
+		warn = io.Discard
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("report: %s is not a folder: expected a sweep's results folder such as %s/<name>", dir, DefaultResults)
+	}
+	name := filepath.Base(filepath.Clean(dir))
+	rec, err := readRecord(filepath.Join(dir, recordFile))
+	if err != nil {
+		return nil, err
+	}
+	if rec != nil && rec.Name != "" {
+		name = rec.Name
+	}
+	groups, missing, err := collect(dir, rec, warn)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{}
+	write := func(file string, data []byte) error {
+		path := filepath.Join(dir, file)
+		if err := atomicfile.Write(path, data); err != nil {
+			return err
+		}
+		res.Files = append(res.Files, path)
+		return nil
+	}
+	csvBytes, err := runsCSV(groups)
+	if err != nil {
+		return nil, err
+	}
+	if err := write(RunsCSV, csvBytes); err != nil {
+		return nil, err
+	}
+	res.Table = table(name, groups, missing)
+	if err := write(TableMD, []byte(res.Table)); err != nil {
+		return nil, err
+	}
+	for _, p := range []struct {
+		file string
+		make func(string, []group) ([]byte, error)
+	}{
+		{TestMetricPNG, plotTestMetric},
+		{AccVsRatioPNG, plotMetricVsCompression},
+		{TrainLossPNG, plotTrainLoss},
+	} {
+		png, err := p.make(name, groups)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, p.file), err)
+		}
+		if err := write(p.file, png); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// collect reads every finished run under dir/runs, grouped by variation in the
+// order of sweep.yaml (variations it does not list follow, sorted by name), each
+// group's runs by seed. missing lists the runs sweep.yaml expects that have no
+// summary.json.
+func collect(dir string, rec *Record, warn io.Writer) ([]group, []string, error) {
+	found := map[string]map[int64]string{} // variation -> seed -> run directory
+	varDirs, err := os.ReadDir(filepath.Join(dir, "runs"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, nil, err
+	}
+	for _, vd := range varDirs {
+		if !vd.IsDir() {
+			continue
+		}
+		seedDirs, err := os.ReadDir(filepath.Join(dir, "runs", vd.Name()))
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, sd := range seedDirs {
+			path := filepath.Join(dir, "runs", vd.Name(), sd.Name())
+			seed, err := strconv.ParseInt(strings.TrimPrefix(sd.Name(), seedDirPrefix), 10, 64)
+			if fi, serr := os.Stat(path); serr != nil || !fi.IsDir() || !strings.HasPrefix(sd.Name(), seedDirPrefix) || err != nil {
+				continue // not a run directory (os.Stat, not sd.IsDir: a run may be a symbolic link)
+			}
+			if found[vd.Name()] == nil {
+				found[vd.Name()] = map[int64]string{}
+			}
+			found[vd.Name()][seed] = path
+		}
+	}
+
+	var order []string
+	expected := map[string][]int64{}
+	if rec != nil {
+		for _, v := range rec.Variations {
+			order = append(order, v.Name)
+			expected[v.Name] = v.Seeds
+		}
+	}
+	var extra []string
+	for v := range found {
+		if !slices.Contains(order, v) {
+			extra = append(extra, v)
+		}
+	}
+	slices.Sort(extra)
+	if rec != nil && len(extra) > 0 {
+		fmt.Fprintf(warn, "report: %s lists no variation %s; their runs are reported after the others\n",
+			filepath.Join(dir, recordFile), strings.Join(extra, ", "))
+	}
+	order = append(order, extra...)
+
+	var groups []group
+	var missing []string
+	total := 0
+	for _, v := range order {
+		seeds := slices.Collect(maps.Keys(found[v]))
+		for _, s := range expected[v] {
+			if !slices.Contains(seeds, s) {
+				seeds = append(seeds, s)
+			}
+		}
+		slices.Sort(seeds)
+		g := group{name: v}
+		for _, seed := range seeds {
+			runDir, ok := found[v][seed]
+			if ok {
+				if _, err := os.Stat(filepath.Join(runDir, summaryFile)); err == nil {
+					r, err := readRun(runDir, v, seed)
+					if err != nil {
+						return nil, nil, err
+					}
+					g.runs = append(g.runs, r)
+					continue
+				}
+			}
+			missing = append(missing, fmt.Sprintf("%s seed %d", v, seed))
+		}
+		total += len(g.runs)
+		if len(g.runs) > 0 {
+			groups = append(groups, g)
+		}
+	}
+	if len(missing) > 0 {
+		fmt.Fprintf(warn, "report: not finished (no summary.json), left out: %s\n", strings.Join(missing, ", "))
+	}
+	if total == 0 {
+		return nil, nil, fmt.Errorf("report: %s holds no finished run (expected runs/<variation>/seed-<k>/summary.json); run gradwire sweep first", dir)
+	}
+	return groups, missing, nil
+}
+
+// readRun reads one run's summary.json and metrics.jsonl.
+func readRun(dir, variation string, seed int64) (*runData, error) {
+	r := &runData{variation: variation, seed: seed, dir: dir}
+	path := filepath.Join(dir, summaryFile)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber() // keep the numbers' text exactly for runs.csv
+	var generic any
+	if err := dec.Decode(&generic); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if _, ok := generic.(map[string]any); !ok {
+		return nil, fmt.Errorf("%s: expected a JSON object", path)
+	}
+	r.flat = flattenJSON(generic)
+	delete(r.flat, "seed") // the seed column comes first
+	if r.sum, err = train.ReadSummary(path); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(filepath.Join(dir, metricsFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return r, nil // plots will lack this run's curves; the table needs only the summary
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
+	for line := 1; sc.Scan(); line++ {
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue
+		}
+		var m metricRecord
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", f.Name(), line, err)
+		}
+		switch m.Kind {
+		case "epoch":
+			r.epochs = append(r.epochs, m)
+		case "step":
+			r.steps = append(r.steps, m)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Name(), err)
+	}
+	return r, nil
+}
+
+// runsCSV is runs.csv: variation, seed, then every flattened summary.json key
+// (the union over runs, in sortColumns order); a run without a key leaves it empty.
+func runsCSV(groups []group) ([]byte, error) {
+	set := map[string]bool{}
+	for _, g := range groups {
+		for _, r := range g.runs {
+			for k := range r.flat {
+				set[k] = true
+			}
+		}
+	}
+	cols := make([]string, 0, len(set))
+	for k := range set {
+		cols = append(cols, k)
+	}
+	sortColumns(cols)
+	var buf bytes.Buffer
+	w := csv.NewWriter(&buf)
+	w.Write(append([]string{"variation", "seed"}, cols...))
+	for _, g := range groups {
+		for _, r := range g.runs {
+			row := []string{r.variation, strconv.FormatInt(r.seed, 10)}
+			for _, c := range cols {
+				row = append(row, r.flat[c])
+			}
+			w.Write(row)
+		}
+	}
+	w.Flush()
+	return buf.Bytes(), w.Error()
+}
+
+// metric is a column pair of table.md: the final test metric and its difference
+// from the dense baseline.
+type metric struct {
+	header, diffHeader string
+	decimals           int
+	value              func(*train.Summary) (float64, bool)
+}
+
+var (
+	accuracyMetric = metric{"test accuracy (%)", "Δ dense (pp)", 2, func(s *train.Summary) (float64, bool) {
+		if s.TestAccuracy == nil {
+			return 0, false
+		}
+		return *s.TestAccuracy * percentPerUnit, true
+	}}
+	// The language model has no accuracy: summary.json's test_loss is its
+	// validation loss in nats per character.
+	lossMetric = metric{"validation loss (nats/char)", "Δ dense (nats/char)", 3, func(s *train.Summary) (float64, bool) {
+		return s.TestLoss, s.TestAccuracy == nil
+	}}
+)
+
+// table is table.md: one row per variation, aggregated over its seeds.
+func table(name string, groups []group, missing []string) string {
+	var metrics []metric
+	for _, m := range []metric{accuracyMetric, lossMetric} {
+		if slices.ContainsFunc(groups, func(g group) bool { return len(values(g, m.value)) > 0 }) {
+			metrics = append(metrics, m)
+		}
+	}
+	header := []string{"variation", "model", "compressor", "workers", "global batch", "optimizer", "seeds"}
+	for _, m := range metrics {
+		header = append(header, m.header, m.diffHeader)
+	}
+	header = append(header, "compression ratio", "steady compression ratio", "speed-up at 1 Gbit/s")
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s\n\n", name)
+	row := func(cells []string) { fmt.Fprintf(&b, "| %s |\n", strings.Join(cells, " | ")) }
+	row(header)
+	sep := make([]string, len(header))
+	for i := range sep {
+		sep[i] = "---"
+		if i >= 3 && header[i] != "optimizer" {
+			sep[i] = "--:" // numbers right-aligned
+		}
+	}
+	fmt.Fprintf(&b, "|%s|\n", strings.Join(sep, "|"))
+	var wall float64
+	runs := 0
+	for i, g := range groups {
+		seeds := make([]string, len(g.runs))
+		for j, r := range g.runs {
+			seeds[j] = strconv.FormatInt(r.seed, 10)
+			wall += r.sum.WallSeconds
+		}
+		runs += len(g.runs)
+		cells := []string{g.name, field(g, func(s *train.Summary) string { return s.Model }),
+			field(g, func(s *train.Summary) string { return s.Compressor }),
+			field(g, func(s *train.Summary) string { return strconv.Itoa(s.Workers) }),
+			field(g, func(s *train.Summary) string { return strconv.Itoa(s.GlobalBatch) }),
+			field(g, func(s *train.Summary) string { return s.Optimizer }),
+			strings.Join(seeds, ", ")}
+		base := baseline(groups, i)
+		for _, m := range metrics {
+			v := values(g, m.value)
+			cells = append(cells, meanStd(v, m.decimals))
+			switch bv := values(groups[max(base, 0)], m.value); {
+			case base == i && len(v) > 0:
+				cells = append(cells, "baseline")
+			case base < 0 || len(v) == 0 || len(bv) == 0:
+				cells = append(cells, "")
+			default:
+				cells = append(cells, signed(mean(v)-mean(bv), m.decimals))
+			}
+		}
+		ratio := values(g, func(s *train.Summary) (float64, bool) { return s.CompressionRatio, true })
+		steady := values(g, func(s *train.Summary) (float64, bool) { return s.CompressionRatioSteady, true })
+		speed := values(g, speedUp)
+		cells = append(cells, meanStd(ratio, ratioDecimals(ratio)), meanStd(steady, ratioDecimals(steady)), meanStd(speed, 2))
+		row(cells)
+	}
+	b.WriteString("\nMean ± sample standard deviation over the seeds of each variation; a single seed has no ±. " +
+		"Test accuracy and validation loss are those after the last epoch. " +
+		"Δ dense: difference of the means from the baseline, the first variation with compressor none and the same model, workers and global batch (blank when there is none). " +
+		"Compression ratio: bytes of dense float32 gradients over bytes sent, over the whole run; steady: after the compressor's warm-up. " +
+		"Speed-up at 1 Gbit/s: the time model's prediction for one machine per worker over one machine (blank for one worker).\n")
+	fmt.Fprintf(&b, "\n%d runs, %.0f s of training in total (sum of wall_seconds). Rebuilt from the runs' summary.json by `gradwire report`.\n", runs, wall)
+	if len(missing) > 0 {
+		fmt.Fprintf(&b, "\nNot finished, left out: %s.\n", strings.Join(missing, ", "))
+	}
+	return b.String()
+}
+
+// baseline is the index of group i's dense baseline, or -1.
+func baseline(groups []group, i int) int {
+	key := func(g group) string {
+		return field(g, func(s *train.Summary) string {
+			return fmt.Sprintf("%s/%d/%d", s.Model, s.Workers, s.GlobalBatch)
+		})
+	}
+	for j, g := range groups {
+		if field(g, func(s *train.Summary) string { return s.Compressor }) == "none" && key(g) == key(groups[i]) {
+			return j
+		}
+	}
+	return -1
+}
+
+// field is a summary field's value over a group's runs: the value, or the
+// distinct values joined with "/" when the seeds disagree.
+func field(g group, f func(*train.Summary) string) string {
+	var vals []string
+	for _, r := range g.runs {
+		if v := f(r.sum); !slices.Contains(vals, v) {
+			vals = append(vals, v)
+		}
+	}
+	return strings.Join(vals, "/")
+}
+
+// values collects f over the group's runs where it applies.
+func values(g group, f func(*train.Summary) (float64, bool)) []float64 {
+	var out []float64
+	for _, r := range g.runs {
+		if v, ok := f(r.sum); ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// speedUp is the time model's predicted speed-up at 1 Gbit/s.
+func speedUp(s *train.Summary) (float64, bool) {
+	if s.TimeModel == nil {
+		return 0, false
+	}
+	for _, p := range s.TimeModel.Predictions {
+		if p.Gbps == speedUpGbps {
+			return p.SpeedUp, true
+		}
+	}
+	return 0, false
+}
+
+func mean(v []float64) float64 {
+	var s float64
+	for _, x := range v {
+		s += x
+	}
+	return s / float64(len(v))
+}
+
+// sampleStd is the standard deviation with Bessel's correction (n-1); 0 for
+// fewer than two values.
+func sampleStd(v []float64) float64 {
+	if len(v) < 2 {
+		return 0
+	}
+	m := mean(v)
+	var s float64
+	for _, x := range v {
+		s += (x - m) * (x - m)
+	}
+	return math.Sqrt(s / float64(len(v)-1))
+}
+
+// meanStd formats "mean ± std" with the given decimals, the mean alone for one
+// value, and "" for none.
+func meanStd(v []float64, decimals int) string {
+	switch len(v) {
+	case 0:
+		return ""
+	case 1:
+		return fixed(v[0], decimals)
+	}
+	return fixed(mean(v), decimals) + " ± " + fixed(sampleStd(v), decimals)
+}
+
+// fixed formats x with the given decimals, never as "-0.00".
+func fixed(x float64, decimals int) string {
+	s := strconv.FormatFloat(x, 'f', decimals, 64)
+	if strings.Trim(s, "-0.") == "" {
+		s = strings.TrimPrefix(s, "-")
+	}
+	return s
+}
+
+// signed is fixed with a leading + for positive differences.
+func signed(x float64, decimals int) string {
+	s := fixed(x, decimals)
+	if !strings.HasPrefix(s, "-") {
+		s = "+" + s
+	}
+	return s
+}
+
+// ratioDecimals keeps three significant digits for ratios from 1 to 999.
+func ratioDecimals(v []float64) int {
+	if len(v) == 0 {
+		return 2
+	}
+	switch m := math.Abs(mean(v)); {
+	case m >= 100:
+		return 0
+	case m >= 10:
+		return 1
+	}
+	return 2
+}

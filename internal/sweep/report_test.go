@@ -1,0 +1,186 @@
+package sweep
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gradwire/gradwire/internal/train"
+)
+
+func ptr(v float64) *float64 { return &v }
+
+// writeRun writes the files of a finished run by hand: summary.json and a
+// metrics.jsonl of two epochs with two step records each.
+func writeRun(t *testing.T, dir, variation string, s train.Summary) {
+	t.Helper()
+	run := filepath.Join(dir, "runs", variation, fmt.Sprintf("seed-%d", s.Seed))
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(run, "summary.json"), string(b))
+	var lines []string
+	for epoch := 1; epoch <= 2; epoch++ {
+		for step := 2*epoch - 1; step <= 2*epoch; step++ {
+			lines = append(lines, fmt.Sprintf(`{"kind":"step","epoch":%d,"step":%d,"loss":%g,"lr":0.1}`, epoch, step, 2.0/float64(step)))
+		}
+		e := train.EpochResult{Kind: "epoch", Epoch: epoch, Step: 2 * epoch, TestLoss: s.TestLoss + 1/float64(epoch)}
+		if s.TestAccuracy != nil {
+			e.TestAccuracy = ptr(*s.TestAccuracy - 0.1/float64(epoch))
+		}
+		b, _ := json.Marshal(e)
+		lines = append(lines, string(b))
+	}
+	writeFile(t, filepath.Join(run, "metrics.jsonl"), strings.Join(lines, "\n")+"\n")
+}
+
+func classifierSummary(compressor string, seed int64, acc, ratio, steady, speedup float64) train.Summary {
+	return train.Summary{Model: "lenet5", Dataset: "fashion-mnist", Epochs: 2, Steps: 4, GlobalBatch: 256, Workers: 8,
+		Optimizer: "sgd", Compressor: compressor, Seed: seed, TestAccuracy: ptr(acc), TestLoss: 0.3, WallSeconds: 10,
+		CompressionRatio: ratio, CompressionRatioSteady: steady,
+		CompressionRatioByKind: map[string]float64{"conv": ratio, "bias": 1},
+		TimeModel: &train.TimeModel{Topology: "ring", Predictions: []train.PredictionAt{
+			{Gbps: 1, SpeedUp: speedup, CommSeconds: 0.5}, {Gbps: 10, SpeedUp: speedup * 2}, {Gbps: 100, SpeedUp: speedup * 3}}},
+	}
+}
+
+// TestReportAggregates checks table.md against numbers worked out by hand, and
+// runs.csv's columns and order, on hand-written run files.
+func TestReportAggregates(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "paper")
+	// sweep.yaml orders topk before dense, and expects a third topk seed.
+	writeFile(t, filepath.Join(dir, "sweep.yaml"), `name: paper
+source: experiments/paper.yaml
+base: configs/lenet5-fashion.yaml
+set: []
+variations:
+  - name: topk
+    seeds: [1, 2, 3]
+    set: [compress.name=topk]
+  - name: dense
+    seeds: [1, 2]
+    set: []
+  - name: fp16
+    seeds: [1]
+    set: [compress.name=fp16]
+`)
+	writeRun(t, dir, "dense", classifierSummary("none", 1, 0.90, 1, 1, 5.0))
+	writeRun(t, dir, "dense", classifierSummary("none", 2, 0.92, 1, 1, 5.2))
+	writeRun(t, dir, "topk", classifierSummary("topk", 2, 0.89, 12, 120, 7.7))
+	writeRun(t, dir, "topk", classifierSummary("topk", 1, 0.88, 10, 100, 7.5))
+	writeRun(t, dir, "fp16", classifierSummary("fp16", 1, 0.9125, 2, 2, 6))
+	one := classifierSummary("none", 1, 0.5, 1, 1, 0)
+	one.Workers, one.TimeModel = 1, nil
+	writeRun(t, dir, "single", one)                                                        // not in sweep.yaml: reported last, no dense baseline of its own kind
+	writeFile(t, filepath.Join(dir, "runs", "topk", "seed-3", "config.yaml"), "seed: 3\n") // unfinished
+
+	var warn strings.Builder
+	res, err := Report(dir, &warn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(warn.String(), "topk seed 3") || !strings.Contains(warn.String(), "single") {
+		t.Errorf("warnings: %q", warn.String())
+	}
+	// dense: 90 and 92 -> mean 91, sample std sqrt(2) = 1.414.
+	// topk: 88 and 89 -> 88.5 ± 0.707, 2.5 points below dense; ratio 10, 12 ->
+	// 11 ± 1.414 (one decimal above 10); steady 100, 120 -> 110 ± 14; speed-up
+	// 7.5, 7.7 -> 7.60 ± 0.14.
+	for _, want := range []string{
+		"| variation | model | compressor | workers | global batch | optimizer | seeds | test accuracy (%) | Δ dense (pp) | compression ratio | steady compression ratio | speed-up at 1 Gbit/s |",
+		"| topk | lenet5 | topk | 8 | 256 | sgd | 1, 2 | 88.50 ± 0.71 | -2.50 | 11.0 ± 1.4 | 110 ± 14 | 7.60 ± 0.14 |",
+		"| dense | lenet5 | none | 8 | 256 | sgd | 1, 2 | 91.00 ± 1.41 | baseline | 1.00 ± 0.00 | 1.00 ± 0.00 | 5.10 ± 0.14 |",
+		"| fp16 | lenet5 | fp16 | 8 | 256 | sgd | 1 | 91.25 | +0.25 | 2.00 | 2.00 | 6.00 |",
+		"| single | lenet5 | none | 1 | 256 | sgd | 1 | 50.00 | baseline | 1.00 | 1.00 |  |",
+		"6 runs, 60 s of training",
+		"Not finished, left out: topk seed 3.",
+	} {
+		if !strings.Contains(res.Table, want) {
+			t.Errorf("table.md lacks\n%s\n%s", want, res.Table)
+		}
+	}
+	csvText := readFile(t, filepath.Join(dir, RunsCSV))
+	header := strings.SplitN(csvText, "\n", 2)[0]
+	wantHeader := "variation,seed,backend,blas,bytes_dense,bytes_sent,compression_ratio,compression_ratio_by_kind.bias,compression_ratio_by_kind.conv," +
+		"compression_ratio_steady,compressor,dataset,epochs,global_batch,go_version,model,optimizer,optimizer_state_bytes_per_param,params,replicas," +
+		"samples_per_second,steps,test_accuracy,test_loss," +
+		"time_model.bytes_per_worker_step,time_model.compute_seconds_per_step,time_model.latency_us," +
+		"time_model.predictions.1gbps.comm_seconds,time_model.predictions.1gbps.speedup,time_model.predictions.1gbps.step_seconds," +
+		"time_model.predictions.10gbps.comm_seconds,time_model.predictions.10gbps.speedup,time_model.predictions.10gbps.step_seconds," +
+		"time_model.predictions.100gbps.comm_seconds,time_model.predictions.100gbps.speedup,time_model.predictions.100gbps.step_seconds," +
+		"time_model.topology,train_loss_final,version,wall_seconds,workers"
+	if header != wantHeader {
+		t.Errorf("runs.csv header\n%s\nwant\n%s", header, wantHeader)
+	}
+	rows := strings.Split(strings.TrimSpace(csvText), "\n")
+	var order []string
+	for _, r := range rows[1:] {
+		order = append(order, strings.Join(strings.SplitN(r, ",", 3)[:2], "/"))
+	}
+	if got := strings.Join(order, " "); got != "topk/1 topk/2 dense/1 dense/2 fp16/1 single/1" {
+		t.Errorf("runs.csv order %s", got)
+	}
+	if !strings.HasPrefix(rows[6], "single,1,,") || !strings.Contains(rows[1], ",0.88,") {
+		t.Errorf("runs.csv rows:\n%s\n%s", rows[1], rows[6])
+	}
+	for _, f := range []string{TestMetricPNG, AccVsRatioPNG, TrainLossPNG} {
+		checkPNG(t, filepath.Join(dir, f))
+	}
+}
+
+// TestReportLanguageModel: without accuracies the table shows validation loss.
+func TestReportLanguageModel(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "lm")
+	for i, loss := range []float64{1.70, 1.75} {
+		s := train.Summary{Model: "charlstm", Compressor: "none", Workers: 4, GlobalBatch: 128, Optimizer: "adam", Seed: int64(i + 1),
+			TestLoss: loss, ValBPC: ptr(loss / 0.693), CompressionRatio: 1, CompressionRatioSteady: 1}
+		writeRun(t, dir, "dense", s)
+		s.Compressor, s.TestLoss, s.CompressionRatio, s.CompressionRatioSteady = "dgc", loss+0.1, 200, 999.4
+		writeRun(t, dir, "dgc", s)
+	}
+	res, err := Report(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No sweep.yaml: variations by name. dgc: 1.80, 1.85 -> 1.825 ± 0.035, +0.100 from dense.
+	for _, want := range []string{
+		"| validation loss (nats/char) | Δ dense (nats/char) |",
+		"| dense | charlstm | none | 4 | 128 | adam | 1, 2 | 1.725 ± 0.035 | baseline | 1.00 ± 0.00 | 1.00 ± 0.00 |  |",
+		"| dgc | charlstm | dgc | 4 | 128 | adam | 1, 2 | 1.825 ± 0.035 | +0.100 | 200 ± 0 | 999 ± 0 |  |",
+	} {
+		if !strings.Contains(res.Table, want) {
+			t.Errorf("table.md lacks\n%s\n%s", want, res.Table)
+		}
+	}
+	if strings.Index(res.Table, "| dense |") > strings.Index(res.Table, "| dgc |") {
+		t.Error("without sweep.yaml, variations are not sorted by name")
+	}
+}
+
+func TestReportErrors(t *testing.T) {
+	empty := t.TempDir()
+	if _, err := Report(empty, nil); err == nil || !strings.Contains(err.Error(), "no finished run") || !strings.Contains(err.Error(), empty) {
+		t.Errorf("empty folder: %v", err)
+	}
+	missing := filepath.Join(empty, "nope")
+	if _, err := Report(missing, nil); err == nil || !strings.Contains(err.Error(), missing) || !strings.Contains(err.Error(), "not a folder") {
+		t.Errorf("missing folder: %v", err)
+	}
+	bad := filepath.Join(t.TempDir(), "bad")
+	writeRun(t, bad, "a", classifierSummary("none", 1, 0.9, 1, 1, 1))
+	writeFile(t, filepath.Join(bad, "runs", "a", "seed-1", "metrics.jsonl"), "{\"kind\":\"epoch\"}\nnot json\n")
+	if _, err := Report(bad, nil); err == nil || !strings.Contains(err.Error(), "metrics.jsonl:2") {
+		t.Errorf("bad metrics line: %v", err)
+	}
+}
+
+func TestSortColumns(t *testing.T) {
+	cols := []string{"b", "a.100gbps.x", "a.10gbps.x", "a.1gbps.y", "a.1gbps.x", "a", "a.2"}
+	sortColumns(cols)
+	if got := strings.Join(cols, " "); got != "a a.1gbps.x a.1gbps.y a.2 a.10gbps.x a.100gbps.x b" {
+		t.Errorf("sorted %s", got)
+	}
+}

@@ -1,0 +1,458 @@
+package sweep
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/binary"
+	"encoding/csv"
+	"fmt"
+	"image/png"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gradwire/gradwire/internal/train"
+)
+
+// writeFakeFashion writes a small data set in the Fashion-MNIST IDX format (as
+// internal/train's tests do): each class is a bright band at its own height plus
+// noise, so a model learns it in a few steps.
+func writeFakeFashion(t *testing.T, root string, nTrain, nTest int) {
+	t.Helper()
+	dir := filepath.Join(root, "fashion-mnist")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(9, 9))
+	write := func(name string, header []uint32, body []byte) {
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		for _, h := range header {
+			binary.Write(zw, binary.BigEndian, h)
+		}
+		zw.Write(body)
+		if err := zw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	split := func(prefix string, n int) {
+		imgs := make([]byte, n*28*28)
+		labels := make([]byte, n)
+		for i := range labels {
+			c := rng.IntN(10)
+			labels[i] = byte(c)
+			img := imgs[i*784 : (i+1)*784]
+			for p := range img {
+				img[p] = byte(rng.IntN(60))
+			}
+			for p := (2 + 2*c) * 28; p < (4+2*c)*28; p++ {
+				img[p] = 200
+			}
+		}
+		write(prefix+"-images-idx3-ubyte.gz", []uint32{0x803, uint32(n), 28, 28}, imgs)
+		write(prefix+"-labels-idx1-ubyte.gz", []uint32{0x801, uint32(n)}, labels)
+	}
+	split("train", nTrain)
+	split("t10k", nTest)
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tinyBase is a run config that trains in a fraction of a second: a one-layer
+// mlp of 8 units, 2 epochs of 2 steps, 2 workers on one replica.
+const tinyBase = `model:
+  name: mlp
+  hidden: [8]
+data:
+  batch_size: 8
+train:
+  epochs: 2
+  max_steps: 2
+  log_every: 1
+  eval_limit: 16
+dist:
+  workers: 2
+  replicas: 1
+`
+
+// tinySweep writes the fake data set, a base config and a sweep file of 2
+// variations x 2 seeds into a temporary folder and returns the sweep file's path.
+func tinySweep(t *testing.T, extra string) string {
+	t.Helper()
+	root := t.TempDir()
+	writeFakeFashion(t, filepath.Join(root, "data"), 64, 16)
+	writeFile(t, filepath.Join(root, "configs", "tiny.yaml"), tinyBase)
+	path := filepath.Join(root, "experiments", "tiny.yaml")
+	writeFile(t, path, fmt.Sprintf(`base: ../configs/tiny.yaml
+set: [data.dir=%s]
+seeds: [1, 2]
+variations:
+  - name: dense
+    set: [compress.name=none]
+  - name: topk
+    set: [compress.name=topk, compress.density=0.1, compress.min_size=0%s]
+`, filepath.Join(root, "data"), extra))
+	return path
+}
+
+func execute(t *testing.T, path, results string) string {
+	t.Helper()
+	s, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var progress bytes.Buffer
+	if err := Execute(context.Background(), s, Options{Results: results, Progress: &progress}); err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	return progress.String()
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestSweepRunsSkipsResumesAndReports is the whole life of a tiny sweep: the
+// runs land in runs/<variation>/seed-<k>/, a rerun skips them, a run cut after
+// its first checkpoint resumes, and the report is rebuilt byte for byte from the
+// run outputs.
+func TestSweepRunsSkipsResumesAndReports(t *testing.T) {
+	path := tinySweep(t, "")
+	results := t.TempDir()
+	dir := filepath.Join(results, "tiny")
+
+	out := execute(t, path, results)
+	for i, run := range []string{"dense seed 1", "dense seed 2", "topk seed 1", "topk seed 2"} {
+		for _, want := range []string{fmt.Sprintf("[%d/4] %s: running", i+1, run), fmt.Sprintf("[%d/4] %s: done in ", i+1, run)} {
+			if !strings.Contains(out, want) {
+				t.Errorf("progress lacks %q:\n%s", want, out)
+			}
+		}
+	}
+	if !strings.Contains(out, "test_accuracy 0.") {
+		t.Errorf("progress lines do not give the test accuracy:\n%s", out)
+	}
+	for _, v := range []string{"dense", "topk"} {
+		for _, seed := range []string{"seed-1", "seed-2"} {
+			for _, f := range []string{"summary.json", "config.yaml", "metrics.jsonl", "train.log", "checkpoints/epoch-0002.ckpt"} {
+				if _, err := os.Stat(filepath.Join(dir, "runs", v, seed, f)); err != nil {
+					t.Errorf("run output missing: %v", err)
+				}
+			}
+		}
+	}
+	if log := readFile(t, filepath.Join(dir, "runs", "topk", "seed-2", "train.log")); !strings.Contains(log, "epoch=2") {
+		t.Errorf("train.log does not hold the training's log:\n%s", log)
+	}
+	sum, err := train.ReadSummary(filepath.Join(dir, "runs", "topk", "seed-2", "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Seed != 2 || sum.Compressor != "topk" || sum.Workers != 2 {
+		t.Errorf("topk seed 2 ran with seed %d, compressor %s, %d workers", sum.Seed, sum.Compressor, sum.Workers)
+	}
+
+	res, err := Report(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Files) != 5 {
+		t.Errorf("report wrote %v", res.Files)
+	}
+	csv1, table1 := readFile(t, filepath.Join(dir, RunsCSV)), readFile(t, filepath.Join(dir, TableMD))
+
+	// A rerun trains nothing.
+	before := readFile(t, filepath.Join(dir, "runs", "dense", "seed-1", "summary.json"))
+	out = execute(t, path, results)
+	if n := strings.Count(out, "skipped (done)"); n != 4 || strings.Contains(out, "running") {
+		t.Errorf("rerun: %d runs skipped, want 4:\n%s", n, out)
+	}
+	if after := readFile(t, filepath.Join(dir, "runs", "dense", "seed-1", "summary.json")); after != before {
+		t.Error("rerun rewrote a finished run's summary.json")
+	}
+
+	// A run killed during its second epoch: checkpoint of epoch 1, no summary.
+	cut := filepath.Join(dir, "runs", "topk", "seed-2")
+	for _, f := range []string{"summary.json", "checkpoints/epoch-0002.ckpt"} {
+		if err := os.Remove(filepath.Join(cut, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out = execute(t, path, results)
+	if !strings.Contains(out, "[4/4] topk seed 2: resumed from epoch 1") || strings.Count(out, "skipped (done)") != 3 {
+		t.Errorf("the cut run was not resumed from epoch 1:\n%s", out)
+	}
+	resumed, err := train.ReadSummary(filepath.Join(cut, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resumed.TestLoss != sum.TestLoss || resumed.BytesSent != sum.BytesSent || resumed.Steps != sum.Steps {
+		t.Errorf("resumed run ends differently: test loss %v, bytes %d, steps %d; uninterrupted %v, %d, %d",
+			resumed.TestLoss, resumed.BytesSent, resumed.Steps, sum.TestLoss, sum.BytesSent, sum.Steps)
+	}
+
+	// The report depends on the run files only: rebuilding it twice from the
+	// same runs gives the same bytes (the resumed run changed its wall time, so
+	// compare two rebuilds of the current state).
+	for _, f := range []string{RunsCSV, TableMD} {
+		os.Remove(filepath.Join(dir, f))
+	}
+	if _, err := Report(dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	csv2, table2 := readFile(t, filepath.Join(dir, RunsCSV)), readFile(t, filepath.Join(dir, TableMD))
+	if _, err := Report(dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	if csv3, table3 := readFile(t, filepath.Join(dir, RunsCSV)), readFile(t, filepath.Join(dir, TableMD)); csv3 != csv2 || table3 != table2 {
+		t.Errorf("two reports of the same runs differ:\n%s\n%s", table2, table3)
+	}
+	// Only the resumed run's time fields may differ from the first report.
+	if strings.Count(csv1, "\n") != strings.Count(csv2, "\n") || strings.Split(csv1, "\n")[0] != strings.Split(csv2, "\n")[0] {
+		t.Errorf("runs.csv changed shape after the resume:\n%s\n%s", csv1, csv2)
+	}
+	_ = table1
+
+	checkTableAgainstSummaries(t, dir, table2)
+	checkRunsCSV(t, dir, csv2)
+	for _, f := range []string{TestMetricPNG, AccVsRatioPNG, TrainLossPNG} {
+		checkPNG(t, filepath.Join(dir, f))
+	}
+}
+
+// checkTableAgainstSummaries recomputes mean and sample std of the test
+// accuracy from the summaries and finds them in table.md.
+func checkTableAgainstSummaries(t *testing.T, dir, table string) {
+	t.Helper()
+	accs := map[string][]float64{}
+	for _, v := range []string{"dense", "topk"} {
+		for _, seed := range []string{"seed-1", "seed-2"} {
+			s, err := train.ReadSummary(filepath.Join(dir, "runs", v, seed, "summary.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			accs[v] = append(accs[v], *s.TestAccuracy*100)
+		}
+	}
+	for _, v := range []string{"dense", "topk"} {
+		a, b := accs[v][0], accs[v][1]
+		m := (a + b) / 2
+		sd := math.Sqrt(((a-m)*(a-m) + (b-m)*(b-m)) / 1) // n-1 = 1
+		want := fmt.Sprintf("| %s | mlp | %s | 2 | 16 | sgd | 1, 2 | %s ± %s | ", v, map[string]string{"dense": "none", "topk": "topk"}[v],
+			fixed(m, 2), fixed(sd, 2))
+		if !strings.Contains(table, want) {
+			t.Errorf("table.md lacks %q:\n%s", want, table)
+		}
+	}
+	dm, tm := (accs["dense"][0]+accs["dense"][1])/2, (accs["topk"][0]+accs["topk"][1])/2
+	if want := " | " + signed(tm-dm, 2) + " | "; !strings.Contains(table, "| topk |") || !strings.Contains(table, want) {
+		t.Errorf("table.md lacks the topk difference %q:\n%s", want, table)
+	}
+	if !strings.Contains(table, " | baseline | 1.00 ± 0.00 | 1.00 ± 0.00 | ") {
+		t.Errorf("dense row is not its own baseline with ratio 1:\n%s", table)
+	}
+}
+
+func checkRunsCSV(t *testing.T, dir, text string) {
+	t.Helper()
+	rows, err := csv.NewReader(strings.NewReader(text)).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 5 {
+		t.Fatalf("runs.csv has %d rows, want a header and 4 runs", len(rows))
+	}
+	col := map[string]int{}
+	for i, c := range rows[0] {
+		col[c] = i
+	}
+	for _, c := range []string{"variation", "seed", "test_accuracy", "compression_ratio_by_kind.linear", "time_model.predictions.1gbps.speedup", "time_model.predictions.100gbps.comm_seconds"} {
+		if _, ok := col[c]; !ok {
+			t.Errorf("runs.csv has no column %s: %v", c, rows[0])
+		}
+	}
+	if col["variation"] != 0 || col["seed"] != 1 || col["time_model.predictions.1gbps.speedup"] > col["time_model.predictions.10gbps.speedup"] {
+		t.Errorf("runs.csv column order: %v", rows[0])
+	}
+	var order []string
+	for _, r := range rows[1:] {
+		order = append(order, r[0]+"/"+r[1])
+	}
+	if got := strings.Join(order, " "); got != "dense/1 dense/2 topk/1 topk/2" {
+		t.Errorf("runs.csv rows in order %s", got)
+	}
+	s, err := train.ReadSummary(filepath.Join(dir, "runs", "topk", "seed-1", "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := rows[3][col["bytes_sent"]], fmt.Sprint(s.BytesSent); got != want {
+		t.Errorf("runs.csv topk seed 1 bytes_sent %s, summary.json %s", got, want)
+	}
+}
+
+func checkPNG(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if b := img.Bounds(); b.Dx() < 672 || b.Dy() != 480 {
+		t.Errorf("%s is %dx%d, want at least 672 wide (7 in at 96 dpi plus the legend) and 480 high", path, b.Dx(), b.Dy())
+	}
+}
+
+// TestChangedVariationIsAnError: a run trained under other overrides must not
+// be skipped as if it were done.
+func TestChangedVariationIsAnError(t *testing.T) {
+	path := tinySweep(t, "")
+	s, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := t.TempDir()
+	// A stand-in for a finished run: its config.yaml is all the check reads.
+	other, err := Load(tinySweepSame(t, path, "compress.density=0.1", "compress.density=0.2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := other.Runs[2] // topk seed 1
+	if err := os.MkdirAll(run.Dir(s.Dir(results)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := run.Config.WriteYAML(filepath.Join(run.Dir(s.Dir(results)), "config.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	err = Execute(context.Background(), s, Options{Results: results})
+	if err == nil || !strings.Contains(err.Error(), "compress.density: 0.2 in the run, 0.1 in the sweep") || !strings.Contains(err.Error(), "topk seed 1") {
+		t.Fatalf("changed config: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(results, "tiny", "runs", "dense")); err == nil {
+		t.Error("a run started although another run's directory was inconsistent")
+	}
+}
+
+// tinySweepSame writes a copy of the sweep file at path with old replaced by new.
+func tinySweepSame(t *testing.T, path, old, new string) string {
+	t.Helper()
+	dst := filepath.Join(filepath.Dir(path), "tiny-changed.yaml")
+	writeFile(t, dst, strings.Replace(readFile(t, path), old, new, 1))
+	return dst
+}
+
+func TestDryRunAndInterrupt(t *testing.T) {
+	path := tinySweep(t, "")
+	s, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := t.TempDir()
+	var out bytes.Buffer
+	if err := DryRun(&out, s, results); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 5 {
+		t.Fatalf("dry run printed %d lines, want a header and 4 runs:\n%s", len(lines), out.String())
+	}
+	want := "[3/4] topk seed 1 (new): gradwire train --config " + s.BasePath + " --set data.dir="
+	if !strings.HasPrefix(lines[3], want) || !strings.Contains(lines[3], "--set compress.density=0.1 --set compress.min_size=0 --set seed=1 --set train.progress=false --out "+filepath.Join(results, "tiny", "runs", "topk", "seed-1")) {
+		t.Errorf("dry run line %q", lines[3])
+	}
+	if _, err := os.Stat(filepath.Join(results, "tiny")); err == nil {
+		t.Error("dry run wrote the results folder")
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err = Execute(ctx, s, Options{Results: results})
+	if err == nil || !strings.Contains(err.Error(), "interrupted") || !strings.Contains(err.Error(), path) {
+		t.Fatalf("cancelled sweep: %v", err)
+	}
+}
+
+func TestBadSweepFiles(t *testing.T) {
+	root := t.TempDir()
+	writeFile(t, filepath.Join(root, "base.yaml"), tinyBase)
+	for _, tc := range []struct {
+		name, text string
+		want       []string
+	}{
+		{"unknown-key", "base: base.yaml\nvariation:\n  - name: a\n", []string{`:2: unknown key "variation"`, "valid keys: name, base, set, seeds, variations"}},
+		{"unknown-variation-key", "base: base.yaml\nvariations:\n  - name: a\n    sets: [optim.lr=0.1]\n", []string{`:4: variation "a": unknown key "sets"`}},
+		{"duplicate", "base: base.yaml\nvariations:\n  - name: a\n  - name: b\n  - name: a\n", []string{`variation "a": name: appears more than once`}},
+		{"bad-value", "base: base.yaml\nseeds: [1, 2]\nvariations:\n  - name: ok\n  - name: slow\n    set: [optim.lr=fast]\n",
+			[]string{`variation "slow" (seeds 1, 2): optim.lr: "fast": expected a number`}},
+		{"bad-key", "base: base.yaml\nvariations:\n  - name: typo\n    set: [optim.learning_rate=0.1]\n  - name: neg\n    set: [optim.lr=-1]\n",
+			[]string{`variation "typo" (seed 1): unknown key "optim.learning_rate"`, `did you mean "optim.lr"`, `variation "neg" (seed 1): optim.lr: -1`}},
+		{"seed-in-set", "base: base.yaml\nvariations:\n  - name: a\n    set: [seed=3]\n", []string{`variation "a": set: "seed=3": the seed comes from seeds`}},
+		{"no-base", "variations:\n  - name: a\n", []string{"base: missing"}},
+		{"missing-base", "base: nowhere.yaml\nvariations:\n  - name: a\n", []string{"nowhere.yaml"}},
+		{"bad-name", "base: base.yaml\nvariations:\n  - name: a/b\n", []string{`variation "a/b": name: expected letters`}},
+		{"bad-type", "base: base.yaml\nseeds: [one]\nvariations:\n  - name: a\n", []string{"line 2", "one"}},
+		{"duplicate-seed", "base: base.yaml\nvariations:\n  - name: a\n    seeds: [1, 1]\n", []string{`variation "a": seeds: 1 appears more than once`}},
+		{"no-variations", "base: base.yaml\n", []string{"variations: missing"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(root, tc.name+".yaml")
+			writeFile(t, path, tc.text)
+			_, err := Load(path)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range append(tc.want, path) {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not mention %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+func TestLoadDefaults(t *testing.T) {
+	root := t.TempDir()
+	writeFile(t, filepath.Join(root, "configs", "base.yaml"), tinyBase)
+	path := filepath.Join(root, "exp", "my-sweep.yml")
+	writeFile(t, path, "base: ../configs/base.yaml\nset: [optim.lr=0.2]\nvariations:\n  - name: a\n  - name: b\n    set: [optim.lr=0.3]\n    seeds: [5, 3]\n")
+	s, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Name != "my-sweep" || s.BasePath != filepath.Join(root, "configs", "base.yaml") {
+		t.Errorf("name %q, base %q", s.Name, s.BasePath)
+	}
+	var got []string
+	for _, r := range s.Runs {
+		got = append(got, fmt.Sprintf("%s/%d/%g/%d", r.Variation, r.Seed, r.Config.Optim.LR, r.Config.Seed))
+	}
+	if strings.Join(got, " ") != "a/1/0.2/1 b/5/0.3/5 b/3/0.3/3" {
+		t.Errorf("runs %v", got)
+	}
+	if r := s.Runs[1]; r.Config.Train.Progress || r.Index != 2 {
+		t.Errorf("run %+v: progress bar on or index wrong", r)
+	}
+}
