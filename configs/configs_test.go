@@ -391,6 +391,7 @@ func TestValidateAll(t *testing.T) {
 	c.Schedule.MinLR = -1
 	c.Schedule.WarmupEpochs = -1
 	c.Schedule.BaseBatch = -1
+	c.Schedule.Scaling = "cubic"
 	c.Optim.LARSEta, c.Optim.LAMBMaxGradNorm, c.Schedule.Power = -1, -1, -1
 	c.Train.Epochs, c.Train.LogEvery, c.Train.MaxSteps, c.Train.EvalLimit = 0, 0, -1, -1
 	c.Dist.Workers, c.Dist.Replicas, c.Dist.Backend = 0, -1, "grpc"

@@ -62,6 +62,7 @@ func Default() Config {
 			MinLR:        0,
 			WarmupEpochs: 0,
 			BaseBatch:    0,
+			Scaling:      "linear",
 			Power:        2,
 		},
 		Train: TrainConfig{

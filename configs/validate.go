@@ -129,6 +129,7 @@ func (c Config) problems() []problem {
 		fmt.Sprintf("must be in [0, train.epochs] = [0, %d]", c.Train.Epochs))
 	ps.atLeast("schedule.base_batch", s.BaseBatch, 0)
 	ps.positive("schedule.power", s.Power)
+	ps.oneOf("schedule.scaling", s.Scaling, []string{"linear", "sqrt"})
 
 	t := c.Train
 	ps.atLeast("train.epochs", t.Epochs, 1)

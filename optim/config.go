@@ -50,6 +50,7 @@ type ScheduleConfig struct {
 	Gamma        float64   `mapstructure:"gamma" yaml:"gamma"`                 // step: decay factor in (0, 1]
 	MinLR        float64   `mapstructure:"min_lr" yaml:"min_lr"`               // cosine, poly: final learning rate
 	WarmupEpochs float64   `mapstructure:"warmup_epochs" yaml:"warmup_epochs"` // linear warm-up, per step; 0 = none
-	BaseBatch    int       `mapstructure:"base_batch" yaml:"base_batch"`       // linear scaling lr*global/base; 0 = off
+	BaseBatch    int       `mapstructure:"base_batch" yaml:"base_batch"`       // scale lr by global/base (see Scaling); 0 = off
+	Scaling      string    `mapstructure:"scaling" yaml:"scaling"`             // linear (Goyal et al.) or sqrt (LAMB's rule); "" = linear
 	Power        float64   `mapstructure:"power" yaml:"power"`                 // poly: exponent (> 0); 0 = the default 2
 }

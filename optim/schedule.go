@@ -33,7 +33,9 @@ func ScheduleNames() []string { return slices.Sorted(maps.Keys(scheduleKinds)) }
 // the whole run; an epoch is stepsPerEpoch steps.
 //
 // Peak rate: peak = baseLR * globalBatch/BaseBatch when BaseBatch > 0 (the linear
-// scaling rule of Goyal et al. 2017), else peak = baseLR.
+// scaling rule of Goyal et al. 2017; with Scaling "sqrt", baseLR *
+// sqrt(globalBatch/BaseBatch), the square-root rule You et al. 2019 use for LAMB),
+// else peak = baseLR.
 //
 // Warm-up: W = round(WarmupEpochs*stepsPerEpoch) steps (at least 1 when
 // WarmupEpochs > 0; fractional epochs are fine). For step s < W,
@@ -95,6 +97,9 @@ func NewSchedule(sc ScheduleConfig, baseLR float64, globalBatch, stepsPerEpoch, 
 			return nil, fmt.Errorf("optim: schedule: global batch %d, want > 0 for linear scaling (schedule.base_batch = %d)", globalBatch, sc.BaseBatch)
 		}
 		s.peak = baseLR * float64(globalBatch) / float64(sc.BaseBatch)
+		if sc.Scaling == "sqrt" {
+			s.peak = baseLR * math.Sqrt(float64(globalBatch)/float64(sc.BaseBatch))
+		}
 	}
 	if sc.WarmupEpochs > 0 {
 		s.warmup = max(1, int(math.Round(sc.WarmupEpochs*float64(stepsPerEpoch))))
@@ -169,6 +174,9 @@ func (sc ScheduleConfig) Validate() error {
 	}
 	if sc.BaseBatch < 0 {
 		return &FieldError{Key: "schedule.base_batch", Value: sc.BaseBatch, Want: "a batch size >= 0 (0 = no linear scaling)"}
+	}
+	if sc.Scaling != "" && sc.Scaling != "linear" && sc.Scaling != "sqrt" {
+		return &FieldError{Key: "schedule.scaling", Value: sc.Scaling, Want: "linear or sqrt"}
 	}
 	switch kind {
 	case stepSchedule:

@@ -3,6 +3,7 @@ package optim
 import (
 	"math"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -196,5 +197,20 @@ func TestScheduleNames(t *testing.T) {
 		if _, err := NewSchedule(sc, 0.1, 32, 10, 100); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// Square-root scaling: base lr 0.001 at batch 128, global batch 8192:
+// 0.001 * sqrt(8192/128) = 0.001 * 8 = 0.008 (linear would give 0.064).
+func TestScheduleSqrtScaling(t *testing.T) {
+	s, err := NewSchedule(ScheduleConfig{Name: "constant", BaseBatch: 128, Scaling: "sqrt"}, 0.001, 8192, 10, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.LR(5); math.Abs(got-0.008) > 1e-12 {
+		t.Fatalf("sqrt-scaled lr %v, want 0.008", got)
+	}
+	if err := (ScheduleConfig{Name: "constant", Scaling: "cubic"}).Validate(); err == nil || !strings.Contains(err.Error(), "schedule.scaling") {
+		t.Fatalf("error %v, expected schedule.scaling to be rejected", err)
 	}
 }
