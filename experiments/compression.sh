@@ -36,15 +36,6 @@ lenet5() {
   run lenet5-dgc-nomask $c "${base[@]}" compress.name=dgc compress.dgc.factor_masking=false
 }
 
-# What the DGC gap on LeNet-5 depends on: the paper's 4 warm-up epochs, a 10x density.
-lenet5_dgc_probe() {
-  local base=(dist.workers=8 data.batch_size=32 train.epochs=10 optim.lr=0.1 optim.momentum=0.9
-    schedule.name=cosine schedule.warmup_epochs=1 compress.min_size=0 compress.name=dgc)
-  local c=configs/lenet5-fashion.yaml
-  run lenet5-dgc-warmup4 $c "${base[@]}" compress.dgc.warmup_epochs=4
-  run lenet5-dgc-density0.01 $c "${base[@]}" compress.dgc.warmup_epochs=1 compress.density=0.01
-}
-
 charlstm() {
   local base=(dist.workers=4 data.batch_size=32 train.epochs=3 compress.min_size=0
     compress.dgc.warmup_epochs=1 compress.powersgd.start_iter=490 compress.powersgd.rank=2
