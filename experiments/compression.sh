@@ -38,7 +38,7 @@ lenet5() {
 
 charlstm() {
   local base=(dist.workers=4 data.batch_size=32 train.epochs=3 compress.min_size=0
-    compress.dgc.warmup_epochs=1 compress.powersgd.start_iter=490 compress.powersgd.rank=2
+    compress.dgc.warmup_epochs=1 compress.powersgd.start_iter=122 compress.powersgd.rank=2
     compress.dgc.momentum_correction=false)
   local c=configs/charlstm-shakespeare.yaml
   run charlstm-dense $c "${base[@]}" compress.name=none
