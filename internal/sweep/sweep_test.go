@@ -2,14 +2,12 @@ package sweep
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
-	"encoding/binary"
 	"encoding/csv"
 	"fmt"
+	"github.com/gradwire/gradwire/internal/datatest"
 	"image/png"
 	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,51 +15,6 @@ import (
 
 	"github.com/gradwire/gradwire/internal/train"
 )
-
-// writeFakeFashion writes a small data set in the Fashion-MNIST IDX format (as
-// internal/train's tests do): each class is a bright band at its own height plus
-// noise, so a model learns it in a few steps.
-func writeFakeFashion(t *testing.T, root string, nTrain, nTest int) {
-	t.Helper()
-	dir := filepath.Join(root, "fashion-mnist")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	rng := rand.New(rand.NewPCG(9, 9))
-	write := func(name string, header []uint32, body []byte) {
-		var buf bytes.Buffer
-		zw := gzip.NewWriter(&buf)
-		for _, h := range header {
-			binary.Write(zw, binary.BigEndian, h)
-		}
-		zw.Write(body)
-		if err := zw.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	split := func(prefix string, n int) {
-		imgs := make([]byte, n*28*28)
-		labels := make([]byte, n)
-		for i := range labels {
-			c := rng.IntN(10)
-			labels[i] = byte(c)
-			img := imgs[i*784 : (i+1)*784]
-			for p := range img {
-				img[p] = byte(rng.IntN(60))
-			}
-			for p := (2 + 2*c) * 28; p < (4+2*c)*28; p++ {
-				img[p] = 200
-			}
-		}
-		write(prefix+"-images-idx3-ubyte.gz", []uint32{0x803, uint32(n), 28, 28}, imgs)
-		write(prefix+"-labels-idx1-ubyte.gz", []uint32{0x801, uint32(n)}, labels)
-	}
-	split("train", nTrain)
-	split("t10k", nTest)
-}
 
 func writeFile(t *testing.T, path, content string) {
 	t.Helper()
@@ -95,7 +48,7 @@ dist:
 func tinySweep(t *testing.T, extra string) string {
 	t.Helper()
 	root := t.TempDir()
-	writeFakeFashion(t, filepath.Join(root, "data"), 64, 16)
+	datatest.WriteFakeFashion(t, filepath.Join(root, "data"), 64, 16)
 	writeFile(t, filepath.Join(root, "configs", "tiny.yaml"), tinyBase)
 	path := filepath.Join(root, "experiments", "tiny.yaml")
 	writeFile(t, path, fmt.Sprintf(`base: ../configs/tiny.yaml

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gradwire/gradwire/configs"
 	"github.com/gradwire/gradwire/dist/mpitest"
+	"github.com/gradwire/gradwire/internal/datatest"
 )
 
 // mpiConfig is the run the MPI tests train: 4 logical workers on the synthetic
@@ -35,7 +36,7 @@ func mpiConfig(t *testing.T, root, backend string) configs.Config {
 // the comparison allows float32 rounding, not more.
 func TestMPITrainingEqualsLocal(t *testing.T) {
 	root := t.TempDir()
-	writeFakeFashion(t, root, 256, 64)
+	datatest.WriteFakeFashion(t, root, 256, 64)
 	local := runCfg(t, mpiConfig(t, root, "local"), t.TempDir(), false)
 	for _, np := range []int{2, 4} {
 		out := t.TempDir()
@@ -85,7 +86,7 @@ func TestMPITrainingWorker(t *testing.T) {
 // within seconds, naming the rank, instead of hanging in a collective.
 func TestMPIRankDiesMidRun(t *testing.T) {
 	root := t.TempDir()
-	writeFakeFashion(t, root, 256, 64)
+	datatest.WriteFakeFashion(t, root, 256, 64)
 	start := time.Now()
 	log, err := mpitest.Run(t, 2, "TestMPIRankDiesWorker", "GRADWIRE_TEST_ROOT="+root, "GRADWIRE_TEST_OUT="+t.TempDir())
 	took := time.Since(start)
@@ -122,7 +123,7 @@ func TestMPIRankDiesWorker(t *testing.T) {
 // TestMPIWorldSizeMismatch: dist.ranks names the expected world size.
 func TestMPIWorldSizeMismatch(t *testing.T) {
 	root := t.TempDir()
-	writeFakeFashion(t, root, 256, 64)
+	datatest.WriteFakeFashion(t, root, 256, 64)
 	log, err := mpitest.Run(t, 2, "TestMPIWorldSizeWorker", "GRADWIRE_TEST_ROOT="+root, "GRADWIRE_TEST_OUT="+t.TempDir())
 	if err == nil || !strings.Contains(log, "dist.ranks: the config expects 4 MPI ranks, but the job has 2") {
 		t.Fatalf("expected a world-size error, got %v:\n%s", err, log)
