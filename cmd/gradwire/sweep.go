@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -56,16 +57,22 @@ without training.`,
 				return sweep.DryRun(cmd.OutOrStdout(), sw, results)
 			}
 			stderr := cmd.ErrOrStderr()
-			if err := sweep.Execute(cmd.Context(), sw, sweep.Options{Results: results, Progress: stderr}); err != nil {
-				return err
+			// Failed runs do not prevent the report of the others; the
+			// command still ends with their errors.
+			runErr := sweep.Execute(cmd.Context(), sw, sweep.Options{Results: results, Progress: stderr})
+			var failed *sweep.FailedRuns
+			if runErr != nil && !errors.As(runErr, &failed) {
+				return runErr
 			}
 			res, err := sweep.Report(sw.Dir(results), stderr)
 			if err != nil {
-				return err
+				return errors.Join(runErr, err)
 			}
 			fmt.Fprintf(stderr, "report: %d files in %s\n", len(res.Files), sw.Dir(results))
-			_, err = fmt.Fprint(cmd.OutOrStdout(), res.Table)
-			return err
+			if _, err := fmt.Fprint(cmd.OutOrStdout(), res.Table); err != nil {
+				return err
+			}
+			return runErr
 		},
 	}
 	f := cmd.Flags()

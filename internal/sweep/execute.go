@@ -132,7 +132,8 @@ func flatConfig(c configs.Config) map[string]string {
 
 // Execute runs every run of the sweep in order into Results/<name>/runs/:
 // finished runs are skipped, runs with a checkpoint and no summary resume, the
-// others start afresh. Every run directory is checked before the first run
+// others start afresh. A run that fails does not stop the others; Execute then
+// returns *FailedRuns. Every run directory is checked before the first run
 // starts. Each run's log goes to train.log in its directory. When ctx is
 // cancelled the current run stops (its last completed epoch is checkpointed) and
 // Execute returns an error saying how to continue.
@@ -170,6 +171,7 @@ func Execute(ctx context.Context, s *Sweep, opts Options) error {
 	}
 	fmt.Fprintf(progress, "sweep %s: %d runs (%d done) in %s\n", s.Name, len(s.Runs), done, dir)
 	n := len(s.Runs)
+	var failed []error
 	for i, r := range s.Runs {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("interrupted before %s seed %d; rerun gradwire sweep --config %s to continue", r.Variation, r.Seed, s.Path)
@@ -191,11 +193,25 @@ func Execute(ctx context.Context, s *Sweep, opts Options) error {
 			return fmt.Errorf("interrupted during %s seed %d (kept up to its last completed epoch); rerun gradwire sweep --config %s to continue", r.Variation, r.Seed, s.Path)
 		}
 		if err != nil {
-			return fmt.Errorf("run %s seed %d failed (log: %s): %w", r.Variation, r.Seed, filepath.Join(r.Dir(dir), "train.log"), err)
+			// A diverged run is a result too: note it and go on with the others.
+			failed = append(failed, fmt.Errorf("run %s seed %d failed (log: %s): %w", r.Variation, r.Seed, filepath.Join(r.Dir(dir), "train.log"), err))
+			fmt.Fprintf(progress, "%s: failed after %.0f s: %v\n", tag, time.Since(t0).Seconds(), err)
+			continue
 		}
 		fmt.Fprintf(progress, "%s: done in %.0f s, %s\n", tag, time.Since(t0).Seconds(), resultText(sum))
 	}
+	if len(failed) > 0 {
+		return &FailedRuns{Errs: failed}
+	}
 	return nil
+}
+
+// FailedRuns lists the runs of a sweep that ended with an error (a diverged
+// loss, say) while the others completed; a rerun tries them again.
+type FailedRuns struct{ Errs []error }
+
+func (f *FailedRuns) Error() string {
+	return fmt.Sprintf("%d runs failed:\n%v", len(f.Errs), errors.Join(f.Errs...))
 }
 
 // runOne trains one run with its log in the run directory's train.log.

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
+	"errors"
 	"fmt"
-	"github.com/gradwire/gradwire/internal/datatest"
 	"image/png"
 	"math"
 	"os"
@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gradwire/gradwire/internal/datatest"
 	"github.com/gradwire/gradwire/internal/train"
 )
 
@@ -407,5 +408,31 @@ func TestLoadDefaults(t *testing.T) {
 	}
 	if r := s.Runs[1]; r.Config.Train.Progress || r.Index != 2 {
 		t.Errorf("run %+v: progress bar on or index wrong", r)
+	}
+}
+
+// TestFailedRunDoesNotStopTheSweep: the topk runs diverge (a learning rate of
+// 1e30 makes the loss NaN); the dense runs still complete and the sweep reports
+// the failures.
+func TestFailedRunDoesNotStopTheSweep(t *testing.T) {
+	path := tinySweep(t, ", optim.lr=1e30")
+	results := t.TempDir()
+	s, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var progress bytes.Buffer
+	err = Execute(context.Background(), s, Options{Results: results, Progress: &progress})
+	var failed *FailedRuns
+	if !errors.As(err, &failed) || len(failed.Errs) != 2 || !strings.Contains(err.Error(), "NaN") {
+		t.Fatalf("error %v, expected the two topk runs to fail with a NaN loss:\n%s", err, progress.String())
+	}
+	for _, seed := range []string{"seed-1", "seed-2"} {
+		if _, err := os.Stat(filepath.Join(results, "tiny", "runs", "dense", seed, "summary.json")); err != nil {
+			t.Errorf("dense run did not complete after a failed run: %v", err)
+		}
+	}
+	if !strings.Contains(progress.String(), "topk seed 2: failed after") {
+		t.Errorf("progress does not report the failure:\n%s", progress.String())
 	}
 }
