@@ -49,11 +49,8 @@ func NewLARS(c Config) (*LARS, error) {
 	if err := c.validateCommon(); err != nil {
 		return nil, err
 	}
-	if !(c.Momentum >= 0 && c.Momentum < 1) {
-		return nil, &FieldError{Key: "optim.momentum", Value: c.Momentum, Want: "a number in [0, 1)"}
-	}
-	if c.Nesterov && c.Momentum == 0 {
-		return nil, &FieldError{Key: "optim.nesterov", Value: true, Want: "optim.momentum > 0 (Nesterov momentum needs momentum)"}
+	if err := c.validateMomentum(); err != nil {
+		return nil, err
 	}
 	if !finite(c.LARSEta) || c.LARSEta < 0 {
 		return nil, &FieldError{Key: "optim.lars_eta", Value: c.LARSEta, Want: "a finite number >= 0 (0 selects the default 0.001)"}

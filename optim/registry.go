@@ -143,3 +143,15 @@ func (e *FieldError) Error() string {
 }
 
 func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
+// validateMomentum checks Momentum and Nesterov for the optimizers with heavy-ball
+// momentum (sgd, lars).
+func (c Config) validateMomentum() error {
+	if !(c.Momentum >= 0 && c.Momentum < 1) {
+		return &FieldError{Key: "optim.momentum", Value: c.Momentum, Want: "a number in [0, 1)"}
+	}
+	if c.Nesterov && c.Momentum == 0 {
+		return &FieldError{Key: "optim.nesterov", Value: true, Want: "optim.momentum > 0 (Nesterov momentum needs momentum)"}
+	}
+	return nil
+}

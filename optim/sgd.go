@@ -30,11 +30,8 @@ func NewSGD(c Config) (*SGD, error) {
 	if err := c.validateCommon(); err != nil {
 		return nil, err
 	}
-	if !(c.Momentum >= 0 && c.Momentum < 1) {
-		return nil, &FieldError{Key: "optim.momentum", Value: c.Momentum, Want: "a number in [0, 1)"}
-	}
-	if c.Nesterov && c.Momentum == 0 {
-		return nil, &FieldError{Key: "optim.nesterov", Value: true, Want: "optim.momentum > 0 (Nesterov momentum needs momentum)"}
+	if err := c.validateMomentum(); err != nil {
+		return nil, err
 	}
 	s := &SGD{momentum: c.Momentum, nesterov: c.Nesterov, weightDecay: c.WeightDecay, decayNormBias: c.DecayNormBias}
 	if c.Momentum > 0 {

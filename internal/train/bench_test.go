@@ -41,15 +41,7 @@ func BenchmarkReplicas(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				rng := rand.New(rand.NewPCG(1, 1))
-				x := make([]float32, batch*784)
-				y := make([]int32, batch)
-				for i := range x {
-					x[i] = float32(rng.NormFloat64())
-				}
-				for i := range y {
-					y[i] = int32(rng.IntN(10))
-				}
+				x, y := randomImages(batch)
 				b.ReportAllocs()
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
@@ -132,15 +124,7 @@ func BenchmarkCompressionShare(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			rng := rand.New(rand.NewPCG(1, 1))
-			x := make([]float32, batch*784)
-			y := make([]int32, batch)
-			for i := range x {
-				x[i] = float32(rng.NormFloat64())
-			}
-			for i := range y {
-				y[i] = int32(rng.IntN(10))
-			}
+			x, y := randomImages(batch)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				if _, err := e.Step(i, func(int) ([]float32, []int32) { return x, y }); err != nil {
@@ -156,4 +140,18 @@ func BenchmarkCompressionShare(b *testing.B) {
 			b.ReportMetric(100*total.Seconds()/(replicas*b.Elapsed().Seconds()), "compress-%-of-step")
 		})
 	}
+}
+
+// randomImages is a fixed random batch of 1x28x28 inputs with labels in [0, 10).
+func randomImages(batch int) ([]float32, []int32) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	x := make([]float32, batch*784)
+	y := make([]int32, batch)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	for i := range y {
+		y[i] = int32(rng.IntN(10))
+	}
+	return x, y
 }
