@@ -59,7 +59,13 @@ without training.`,
 			stderr := cmd.ErrOrStderr()
 			// Failed runs do not prevent the report of the others; the
 			// command still ends with their errors.
-			runErr := sweep.Execute(cmd.Context(), sw, sweep.Options{Results: results, Progress: stderr})
+			// The command as typed, minus the binary's path, for the record of what
+			// produced the results.
+			command := cmd.CommandPath() + " --config " + configPath
+			if cmd.Flags().Changed("results") {
+				command += " --results " + results
+			}
+			runErr := sweep.Execute(cmd.Context(), sw, sweep.Options{Results: results, Progress: stderr, Command: command})
 			var failed *sweep.FailedRuns
 			if runErr != nil && !errors.As(runErr, &failed) {
 				return runErr

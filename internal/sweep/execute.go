@@ -27,6 +27,7 @@ const DefaultResults = "experiments/results"
 type Options struct {
 	Results  string    // results root; the sweep writes to Results/<name>
 	Progress io.Writer // one line per run; nil = none
+	Command  string    // the command line, recorded in invocations.jsonl; "" = not recorded
 }
 
 // state is what a run's directory already holds.
@@ -170,10 +171,26 @@ func Execute(ctx context.Context, s *Sweep, opts Options) error {
 		return err
 	}
 	fmt.Fprintf(progress, "sweep %s: %d runs (%d done) in %s\n", s.Name, len(s.Runs), done, dir)
+	inv := newInvocation(opts.Command, time.Now())
+	inv.Skipped = done
+	t0 := time.Now()
+	err = execute(ctx, s, opts, dir, states, &inv, progress)
+	if opts.Command != "" {
+		inv.WallSeconds = time.Since(t0).Seconds()
+		if werr := appendInvocation(dir, inv); werr != nil {
+			err = errors.Join(err, werr)
+		}
+	}
+	return err
+}
+
+// execute trains the runs that are not done, counting them in inv.
+func execute(ctx context.Context, s *Sweep, opts Options, dir string, states []state, inv *Invocation, progress io.Writer) error {
 	n := len(s.Runs)
 	var failed []error
 	for i, r := range s.Runs {
 		if err := ctx.Err(); err != nil {
+			inv.Interrupted = true
 			return fmt.Errorf("interrupted before %s seed %d; rerun gradwire sweep --config %s to continue", r.Variation, r.Seed, s.Path)
 		}
 		tag := fmt.Sprintf("[%d/%d] %s seed %d", r.Index, n, r.Variation, r.Seed)
@@ -188,12 +205,15 @@ func Execute(ctx context.Context, s *Sweep, opts Options) error {
 			fmt.Fprintf(progress, "%s: running\n", tag)
 		}
 		t0 := time.Now()
+		inv.Trained++
 		sum, err := runOne(ctx, s, r, r.Dir(dir), st.resume)
 		if errors.Is(err, context.Canceled) {
+			inv.Interrupted = true
 			return fmt.Errorf("interrupted during %s seed %d (kept up to its last completed epoch); rerun gradwire sweep --config %s to continue", r.Variation, r.Seed, s.Path)
 		}
 		if err != nil {
 			// A diverged run is a result too: note it and go on with the others.
+			inv.Failed++
 			failed = append(failed, fmt.Errorf("run %s seed %d failed (log: %s): %w", r.Variation, r.Seed, filepath.Join(r.Dir(dir), "train.log"), err))
 			fmt.Fprintf(progress, "%s: failed after %.0f s: %v\n", tag, time.Since(t0).Seconds(), err)
 			continue

@@ -31,7 +31,6 @@ const (
 	summaryFile    = "summary.json"
 	metricsFile    = "metrics.jsonl"
 	seedDirPrefix  = "seed-"
-	speedUpGbps    = 1.0 // the bandwidth of the table's speed-up column
 	percentPerUnit = 100
 )
 
@@ -92,6 +91,10 @@ func Report(dir string, warn io.Writer) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	invs, err := readInvocations(dir)
+	if err != nil {
+		return nil, err
+	}
 	res := &Result{}
 	write := func(file string, data []byte) error {
 		path := filepath.Join(dir, file)
@@ -108,7 +111,7 @@ func Report(dir string, warn io.Writer) (*Result, error) {
 	if err := write(RunsCSV, csvBytes); err != nil {
 		return nil, err
 	}
-	res.Table = table(name, groups, missing)
+	res.Table = table(name, groups, missing) + provenance(invs)
 	if err := write(TableMD, []byte(res.Table)); err != nil {
 		return nil, err
 	}
@@ -342,7 +345,10 @@ func table(name string, groups []group, missing []string) string {
 	for _, m := range metrics {
 		header = append(header, m.header, m.diffHeader)
 	}
-	header = append(header, "compression ratio", "steady compression ratio", "speed-up at 1 Gbit/s")
+	header = append(header, "compression ratio", "steady compression ratio")
+	for _, gbps := range speedUpGbps {
+		header = append(header, fmt.Sprintf("speed-up at %g Gbit/s", gbps))
+	}
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s\n\n", name)
@@ -386,15 +392,17 @@ func table(name string, groups []group, missing []string) string {
 		}
 		ratio := values(g, func(s *train.Summary) (float64, bool) { return s.CompressionRatio, true })
 		steady := values(g, func(s *train.Summary) (float64, bool) { return s.CompressionRatioSteady, true })
-		speed := values(g, speedUp)
-		cells = append(cells, meanStd(ratio, ratioDecimals(ratio)), meanStd(steady, ratioDecimals(steady)), meanStd(speed, 2))
+		cells = append(cells, meanStd(ratio, ratioDecimals(ratio)), meanStd(steady, ratioDecimals(steady)))
+		for _, gbps := range speedUpGbps {
+			cells = append(cells, meanStd(values(g, speedUpAt(gbps)), 2))
+		}
 		row(cells)
 	}
 	b.WriteString("\nMean ± sample standard deviation over the seeds of each variation; a single seed has no ±. " +
 		"Test accuracy and validation loss are those after the last epoch. " +
 		"Δ dense: difference of the means from the baseline, the first variation with compressor none and the same model, workers and global batch (blank when there is none). " +
 		"Compression ratio: bytes of dense float32 gradients over bytes sent, over the whole run; steady: after the compressor's warm-up. " +
-		"Speed-up at 1 Gbit/s: the time model's prediction for one machine per worker over one machine (blank for one worker).\n")
+		"Speed-up at 1 and 10 Gbit/s: the time model's prediction for one machine per worker over one machine, from the measured compute time per step (blank for one worker).\n")
 	fmt.Fprintf(&b, "\n%d runs, %.0f s of training in total (sum of wall_seconds). Rebuilt from the runs' summary.json by `gradwire report`.\n", runs, wall)
 	if len(missing) > 0 {
 		fmt.Fprintf(&b, "\nNot finished, left out: %s.\n", strings.Join(missing, ", "))
@@ -440,17 +448,22 @@ func values(g group, f func(*train.Summary) (float64, bool)) []float64 {
 	return out
 }
 
-// speedUp is the time model's predicted speed-up at 1 Gbit/s.
-func speedUp(s *train.Summary) (float64, bool) {
-	if s.TimeModel == nil {
+// speedUpGbps are the bandwidths of the table's speed-up columns.
+var speedUpGbps = []float64{1, 10}
+
+// speedUpAt is the time model's predicted speed-up at gbps Gbit/s.
+func speedUpAt(gbps float64) func(s *train.Summary) (float64, bool) {
+	return func(s *train.Summary) (float64, bool) {
+		if s.TimeModel == nil {
+			return 0, false
+		}
+		for _, p := range s.TimeModel.Predictions {
+			if p.Gbps == gbps {
+				return p.SpeedUp, true
+			}
+		}
 		return 0, false
 	}
-	for _, p := range s.TimeModel.Predictions {
-		if p.Gbps == speedUpGbps {
-			return p.SpeedUp, true
-		}
-	}
-	return 0, false
 }
 
 func mean(v []float64) float64 {

@@ -64,14 +64,14 @@ variations:
 	return path
 }
 
-func execute(t *testing.T, path, results string) string {
+func executeSweep(t *testing.T, path, results string) string {
 	t.Helper()
 	s, err := Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var progress bytes.Buffer
-	if err := Execute(context.Background(), s, Options{Results: results, Progress: &progress}); err != nil {
+	if err := Execute(context.Background(), s, Options{Results: results, Progress: &progress, Command: "gradwire sweep --config " + path}); err != nil {
 		t.Fatalf("%v\n%s", err, progress.String())
 	}
 	return progress.String()
@@ -95,7 +95,7 @@ func TestSweepRunsSkipsResumesAndReports(t *testing.T) {
 	results := t.TempDir()
 	dir := filepath.Join(results, "tiny")
 
-	out := execute(t, path, results)
+	out := executeSweep(t, path, results)
 	for i, run := range []string{"dense seed 1", "dense seed 2", "topk seed 1", "topk seed 2"} {
 		for _, want := range []string{fmt.Sprintf("[%d/4] %s: running", i+1, run), fmt.Sprintf("[%d/4] %s: done in ", i+1, run)} {
 			if !strings.Contains(out, want) {
@@ -137,12 +137,21 @@ func TestSweepRunsSkipsResumesAndReports(t *testing.T) {
 
 	// A rerun trains nothing.
 	before := readFile(t, filepath.Join(dir, "runs", "dense", "seed-1", "summary.json"))
-	out = execute(t, path, results)
+	out = executeSweep(t, path, results)
 	if n := strings.Count(out, "skipped (done)"); n != 4 || strings.Contains(out, "running") {
 		t.Errorf("rerun: %d runs skipped, want 4:\n%s", n, out)
 	}
 	if after := readFile(t, filepath.Join(dir, "runs", "dense", "seed-1", "summary.json")); after != before {
 		t.Error("rerun rewrote a finished run's summary.json")
+	}
+	// Each invocation is recorded: the first trained 4 runs, the rerun none.
+	invs, err := readInvocations(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(invs) != 2 || invs[0].Trained != 4 || invs[0].Skipped != 0 || invs[1].Trained != 0 || invs[1].Skipped != 4 ||
+		invs[0].Command != "gradwire sweep --config "+path || invs[0].Machine == "" || invs[0].WallSeconds <= 0 {
+		t.Errorf("invocations.jsonl: %+v", invs)
 	}
 
 	// A run killed during its second epoch: checkpoint of epoch 1, no summary.
@@ -152,7 +161,7 @@ func TestSweepRunsSkipsResumesAndReports(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	out = execute(t, path, results)
+	out = executeSweep(t, path, results)
 	if !strings.Contains(out, "[4/4] topk seed 2: resumed from epoch 1") || strings.Count(out, "skipped (done)") != 3 {
 		t.Errorf("the cut run was not resumed from epoch 1:\n%s", out)
 	}

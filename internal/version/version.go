@@ -10,15 +10,25 @@ import (
 // -ldflags "-X github.com/gradwire/gradwire/internal/version.Version=v0.1.0".
 var Version = "v0.1.0-dev"
 
-// String is the version plus the VCS revision when the build recorded one.
+// String is the version plus the VCS revision when the build recorded one
+// (go build -buildvcs=true), marked -dirty when the tree had uncommitted changes.
 func String() string {
 	v := Version
-	if info, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range info.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				v += "+" + s.Value[:12]
-			}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return v
+	}
+	dirty := false
+	for _, s := range info.Settings {
+		switch {
+		case s.Key == "vcs.revision" && len(s.Value) >= 12:
+			v += "+" + s.Value[:12]
+		case s.Key == "vcs.modified" && s.Value == "true":
+			dirty = true
 		}
+	}
+	if dirty {
+		v += "-dirty"
 	}
 	return v
 }

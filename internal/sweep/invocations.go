@@ -1,0 +1,109 @@
+package sweep
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/gradwire/gradwire/internal/atomicfile"
+	"github.com/gradwire/gradwire/internal/version"
+)
+
+// invocationsFile records every `gradwire sweep` that worked on a results
+// folder: what produced the results (command, version, machine) and how long it
+// took. The report prints it, so a committed table says where it came from.
+const invocationsFile = "invocations.jsonl"
+
+// Invocation is one line of invocations.jsonl.
+type Invocation struct {
+	Command     string  `json:"command"`
+	Version     string  `json:"version"`
+	GoVersion   string  `json:"go_version"`
+	Machine     string  `json:"machine"`
+	Started     string  `json:"started"` // RFC 3339, UTC
+	WallSeconds float64 `json:"wall_seconds"`
+	Trained     int     `json:"trained"` // runs trained or resumed by this invocation
+	Skipped     int     `json:"skipped"` // runs already finished
+	Failed      int     `json:"failed"`
+	Interrupted bool    `json:"interrupted,omitempty"`
+}
+
+func newInvocation(command string, started time.Time) Invocation {
+	return Invocation{Command: command, Version: version.String(), GoVersion: version.GoVersion(),
+		Machine: version.Machine(), Started: started.UTC().Format(time.RFC3339)}
+}
+
+// appendInvocation adds inv to dir's invocations.jsonl, rewriting the file
+// atomically so that a crash never leaves half a line.
+func appendInvocation(dir string, inv Invocation) error {
+	path := filepath.Join(dir, invocationsFile)
+	old, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	line, err := json.Marshal(inv)
+	if err != nil {
+		return err
+	}
+	return atomicfile.Write(path, append(append(old, line...), '\n'))
+}
+
+// readInvocations reads dir's invocations.jsonl; a missing file is no invocations.
+func readInvocations(dir string) ([]Invocation, error) {
+	path := filepath.Join(dir, invocationsFile)
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []Invocation
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	for n := 1; sc.Scan(); n++ {
+		if strings.TrimSpace(sc.Text()) == "" {
+			continue
+		}
+		var inv Invocation
+		if err := json.Unmarshal(sc.Bytes(), &inv); err != nil {
+			return nil, fmt.Errorf("%s line %d: %w (expected one JSON object per line, as gradwire sweep writes)", path, n, err)
+		}
+		out = append(out, inv)
+	}
+	return out, sc.Err()
+}
+
+// provenance is table.md's closing section: every invocation that trained
+// something, and the sweep's total run time.
+func provenance(invs []Invocation) string {
+	var b strings.Builder
+	var wall float64
+	var lines []string
+	for _, inv := range invs {
+		wall += inv.WallSeconds
+		if inv.Trained == 0 {
+			continue // a rerun that found everything done adds nothing worth a line
+		}
+		state := ""
+		if inv.Interrupted {
+			state = ", interrupted"
+		}
+		if inv.Failed > 0 {
+			state += fmt.Sprintf(", %d failed", inv.Failed)
+		}
+		lines = append(lines, fmt.Sprintf("- %s: `%s` trained %d runs in %.0f s%s; %s (%s) on %s.",
+			inv.Started, inv.Command, inv.Trained, inv.WallSeconds, state, inv.Version, inv.GoVersion, inv.Machine))
+	}
+	if len(lines) == 0 {
+		return ""
+	}
+	fmt.Fprintf(&b, "\nProduced by (from %s):\n\n%s\n\nSweep run time, all invocations: %.0f s (%.1f h).\n",
+		invocationsFile, strings.Join(lines, "\n"), wall, wall/3600)
+	return b.String()
+}
