@@ -13,6 +13,7 @@ import (
 
 	"github.com/gradwire/gradwire/internal/atomicfile"
 	"github.com/gradwire/gradwire/internal/version"
+	"github.com/gradwire/gradwire/models"
 )
 
 // invocationsFile records every `gradwire sweep` that worked on a results
@@ -25,6 +26,7 @@ type Invocation struct {
 	Command     string  `json:"command"`
 	Version     string  `json:"version"`
 	GoVersion   string  `json:"go_version"`
+	BLAS        string  `json:"blas"` // the GEMM back-end the binary was built with
 	Machine     string  `json:"machine"`
 	Started     string  `json:"started"` // RFC 3339, UTC
 	WallSeconds float64 `json:"wall_seconds"`
@@ -36,7 +38,7 @@ type Invocation struct {
 
 func newInvocation(command string, started time.Time) Invocation {
 	return Invocation{Command: command, Version: version.String(), GoVersion: version.GoVersion(),
-		Machine: version.Machine(), Started: started.UTC().Format(time.RFC3339)}
+		BLAS: models.BLAS, Machine: version.Machine(), Started: started.UTC().Format(time.RFC3339)}
 }
 
 // appendInvocation adds inv to dir's invocations.jsonl, rewriting the file
@@ -97,8 +99,8 @@ func provenance(invs []Invocation) string {
 		if inv.Failed > 0 {
 			state += fmt.Sprintf(", %d failed", inv.Failed)
 		}
-		lines = append(lines, fmt.Sprintf("- %s: `%s` trained %d runs in %.0f s%s; %s (%s) on %s.",
-			inv.Started, inv.Command, inv.Trained, inv.WallSeconds, state, inv.Version, inv.GoVersion, inv.Machine))
+		lines = append(lines, fmt.Sprintf("- %s: `%s` trained %d runs in %.0f s%s; %s (%s, blas %s) on %s.",
+			inv.Started, inv.Command, inv.Trained, inv.WallSeconds, state, inv.Version, inv.GoVersion, inv.BLAS, inv.Machine))
 	}
 	if len(lines) == 0 {
 		return ""

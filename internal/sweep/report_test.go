@@ -77,7 +77,7 @@ variations:
 	writeRun(t, dir, "single", one)                                                        // not in sweep.yaml: reported last, no dense baseline of its own kind
 	writeFile(t, filepath.Join(dir, "runs", "topk", "seed-3", "config.yaml"), "seed: 3\n") // unfinished
 	inv := func(started, version string, wall float64, trained, failed int, interrupted bool) Invocation {
-		return Invocation{Command: "gradwire sweep --config experiments/paper.yaml", Version: version, GoVersion: "go1.26",
+		return Invocation{Command: "gradwire sweep --config experiments/paper.yaml", Version: version, GoVersion: "go1.26", BLAS: "gonum",
 			Machine: "cpu, 2 logical CPUs", Started: started, WallSeconds: wall, Trained: trained, Failed: failed, Interrupted: interrupted}
 	}
 	for _, i := range []Invocation{inv("2026-01-02T03:04:05Z", "v1", 100, 5, 0, true), inv("2026-01-03T00:00:00Z", "v2", 20, 1, 1, false),
@@ -106,8 +106,8 @@ variations:
 		"| dense | lenet5 | none | 8 | 256 | sgd | 1, 2 | 91.00 ± 1.41 | baseline | 1.00 ± 0.00 | 1.00 ± 0.00 | 5.10 ± 0.14 | 10.20 ± 0.28 |",
 		"| fp16 | lenet5 | fp16 | 8 | 256 | sgd | 1 | 91.25 | +0.25 | 2.00 | 2.00 | 6.00 | 12.00 |",
 		"| single | lenet5 | none | 1 | 256 | sgd | 1 | 50.00 | baseline | 1.00 | 1.00 |  |  |",
-		"- 2026-01-02T03:04:05Z: `gradwire sweep --config experiments/paper.yaml` trained 5 runs in 100 s, interrupted; v1 (go1.26) on cpu, 2 logical CPUs.",
-		"- 2026-01-03T00:00:00Z: `gradwire sweep --config experiments/paper.yaml` trained 1 runs in 20 s, 1 failed; v2 (go1.26) on cpu, 2 logical CPUs.",
+		"- 2026-01-02T03:04:05Z: `gradwire sweep --config experiments/paper.yaml` trained 5 runs in 100 s, interrupted; v1 (go1.26, blas gonum) on cpu, 2 logical CPUs.",
+		"- 2026-01-03T00:00:00Z: `gradwire sweep --config experiments/paper.yaml` trained 1 runs in 20 s, 1 failed; v2 (go1.26, blas gonum) on cpu, 2 logical CPUs.",
 		"Sweep run time, all invocations: 123 s (0.0 h).",
 		"6 runs, 60 s of training",
 		"Not finished, left out: topk seed 3.",
