@@ -403,6 +403,7 @@ func table(name string, groups []group, missing []string) string {
 		"Δ dense: difference of the means from the baseline, the first variation with compressor none and the same model, workers and global batch (blank when there is none). " +
 		"Compression ratio: bytes of dense float32 gradients over bytes sent, over the whole run; steady: after the compressor's warm-up. " +
 		"Speed-up at 1 and 10 Gbit/s: the time model's prediction for one machine per worker over one machine, from the measured compute time per step (blank for one worker).\n")
+	b.WriteString(optimizerBatchPivot(groups, metrics))
 	fmt.Fprintf(&b, "\n%d runs, %.0f s of training in total (sum of wall_seconds). Rebuilt from the runs' summary.json by `gradwire report`.\n", runs, wall)
 	if len(missing) > 0 {
 		fmt.Fprintf(&b, "\nNot finished, left out: %s.\n", strings.Join(missing, ", "))

@@ -198,3 +198,41 @@ func TestSortColumns(t *testing.T) {
 		t.Errorf("sorted %s", got)
 	}
 }
+
+// TestReportOptimizerBatchTable checks the large-batch table: optimizers as rows,
+// global batches as sorted columns, a dash where no run finished, the mean over
+// seeds, and the optimizer's state bytes per parameter.
+func TestReportOptimizerBatchTable(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "largebatch")
+	run := func(variation, opt string, batch int, seed int64, acc, state float64) {
+		s := classifierSummary("none", seed, acc, 1, 1, 2)
+		s.Optimizer, s.GlobalBatch, s.OptimizerStateBytesPerParam = opt, batch, state
+		writeRun(t, dir, variation, s)
+	}
+	run("sgd-b1024", "sgd", 1024, 1, 0.80, 4)
+	run("sgd-b128", "sgd", 128, 1, 0.90, 4)
+	run("sgd-b128", "sgd", 128, 2, 0.92, 4)
+	run("lamb-b128", "lamb", 128, 1, 0.89, 8)
+	res, err := Report(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Variations without sweep.yaml come sorted by name: lamb before sgd.
+	for _, want := range []string{
+		"## Test accuracy (%) by optimizer and global batch",
+		"| optimizer | batch 128 | batch 1024 | state bytes per parameter |",
+		"| lamb | 89.00 | — | 8.00 |",
+		"| sgd | 91.00 ± 1.41 | 80.00 | 4.00 |",
+	} {
+		if !strings.Contains(res.Table, want) {
+			t.Errorf("table.md lacks\n%s\n%s", want, res.Table)
+		}
+	}
+	// A compression sweep (one optimizer) has no such table.
+	other := filepath.Join(t.TempDir(), "compression")
+	writeRun(t, other, "dense", classifierSummary("none", 1, 0.9, 1, 1, 2))
+	writeRun(t, other, "dgc", classifierSummary("dgc", 1, 0.9, 100, 200, 2))
+	if res, err := Report(other, nil); err != nil || strings.Contains(res.Table, "by optimizer") {
+		t.Errorf("compression sweep: err %v, table\n%s", err, res.Table)
+	}
+}

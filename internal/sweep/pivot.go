@@ -1,0 +1,87 @@
+package sweep
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gradwire/gradwire/internal/train"
+)
+
+// optimizerBatchPivot is the large-batch comparison's table: the test metric with
+// one row per optimizer and one column per global batch, plus each optimizer's
+// state memory. It is made when the sweep varies exactly those two things:
+// one model, one compressor, at least two optimizers and two global batches,
+// and one variation per (optimizer, batch). Otherwise it is "".
+func optimizerBatchPivot(groups []group, metrics []metric) string {
+	if len(groups) == 0 || len(metrics) != 1 {
+		return ""
+	}
+	m := metrics[0]
+	str := func(f func(*train.Summary) string) []string {
+		var out []string
+		for _, g := range groups {
+			for _, v := range strings.Split(field(g, f), "/") {
+				if !slices.Contains(out, v) {
+					out = append(out, v)
+				}
+			}
+		}
+		return out
+	}
+	models := str(func(s *train.Summary) string { return s.Model })
+	comps := str(func(s *train.Summary) string { return s.Compressor })
+	opts := str(func(s *train.Summary) string { return s.Optimizer })
+	batchNames := str(func(s *train.Summary) string { return strconv.Itoa(s.GlobalBatch) })
+	if len(models) != 1 || len(comps) != 1 || len(opts) < 2 || len(batchNames) < 2 {
+		return ""
+	}
+	batches := make([]int, len(batchNames))
+	for i, b := range batchNames {
+		batches[i], _ = strconv.Atoi(b)
+	}
+	slices.Sort(batches)
+	cell := map[string]*group{}
+	for i := range groups {
+		g := &groups[i]
+		opt := field(*g, func(s *train.Summary) string { return s.Optimizer })
+		b := field(*g, func(s *train.Summary) string { return strconv.Itoa(s.GlobalBatch) })
+		key := opt + "@" + b
+		if strings.Contains(key, "/") || cell[key] != nil {
+			return "" // a variation mixes optimizers or batches, or two share a cell
+		}
+		cell[key] = g
+	}
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n## %s by optimizer and global batch\n\n", strings.ToUpper(m.header[:1])+m.header[1:])
+	header := []string{"optimizer"}
+	for _, gb := range batches {
+		header = append(header, fmt.Sprintf("batch %d", gb))
+	}
+	header = append(header, "state bytes per parameter")
+	fmt.Fprintf(&b, "| %s |\n|---|%s--:|\n", strings.Join(header, " | "), strings.Repeat("--:|", len(batches)))
+	for _, opt := range opts {
+		row := []string{opt}
+		var state []float64
+		for _, gb := range batches {
+			g := cell[opt+"@"+strconv.Itoa(gb)]
+			if g == nil {
+				row = append(row, "—")
+				continue
+			}
+			row = append(row, meanStd(values(*g, m.value), m.decimals))
+			state = append(state, values(*g, func(s *train.Summary) (float64, bool) {
+				return s.OptimizerStateBytesPerParam, true
+			})...)
+		}
+		// The state per parameter does not depend on the batch; the mean hides
+		// nothing but shows which optimizers keep one tensor of state and which two.
+		row = append(row, fixed(mean(state), 2))
+		fmt.Fprintf(&b, "| %s |\n", strings.Join(row, " | "))
+	}
+	b.WriteString("\n—: no finished run (failed or not run; see the runs above and the sweep's log). " +
+		"State bytes per parameter: the optimizer's state (momentum, moments) over the number of parameters, from summary.json.\n")
+	return b.String()
+}
