@@ -204,6 +204,9 @@ func execute(ctx context.Context, s *Sweep, opts Options, dir string, states []s
 		default:
 			fmt.Fprintf(progress, "%s: running\n", tag)
 		}
+		if err := clearFailure(r.Dir(dir)); err != nil {
+			return err
+		}
 		t0 := time.Now()
 		inv.Trained++
 		sum, err := runOne(ctx, s, r, r.Dir(dir), st.resume)
@@ -214,6 +217,9 @@ func execute(ctx context.Context, s *Sweep, opts Options, dir string, states []s
 		if err != nil {
 			// A diverged run is a result too: note it and go on with the others.
 			inv.Failed++
+			if werr := writeFailure(r.Dir(dir), err); werr != nil {
+				return errors.Join(err, werr)
+			}
 			failed = append(failed, fmt.Errorf("run %s seed %d failed (log: %s): %w", r.Variation, r.Seed, filepath.Join(r.Dir(dir), "train.log"), err))
 			fmt.Fprintf(progress, "%s: failed after %.0f s: %v\n", tag, time.Since(t0).Seconds(), err)
 			continue

@@ -14,7 +14,7 @@ import (
 // state memory. It is made when the sweep varies exactly those two things:
 // one model, one compressor, at least two optimizers and two global batches,
 // and one variation per (optimizer, batch). Otherwise it is "".
-func optimizerBatchPivot(groups []group, metrics []metric) string {
+func optimizerBatchPivot(groups []group, metrics []metric, failed []failedRun) string {
 	if len(groups) == 0 || len(metrics) != 1 {
 		return ""
 	}
@@ -68,7 +68,11 @@ func optimizerBatchPivot(groups []group, metrics []metric) string {
 		for _, gb := range batches {
 			g := cell[opt+"@"+strconv.Itoa(gb)]
 			if g == nil {
-				row = append(row, "—")
+				mark := "—"
+				if slices.ContainsFunc(failed, func(f failedRun) bool { return f.optimizer == opt && f.globalBatch == gb }) {
+					mark = "failed"
+				}
+				row = append(row, mark)
 				continue
 			}
 			row = append(row, meanStd(values(*g, m.value), m.decimals))
@@ -81,7 +85,7 @@ func optimizerBatchPivot(groups []group, metrics []metric) string {
 		row = append(row, fixed(mean(state), 2))
 		fmt.Fprintf(&b, "| %s |\n", strings.Join(row, " | "))
 	}
-	b.WriteString("\n—: no finished run (failed or not run; see the runs above and the sweep's log). " +
+	b.WriteString("\nfailed: the run ended with an error (see Failed below); —: not run. " +
 		"State bytes per parameter: the optimizer's state (momentum, moments) over the number of parameters, from summary.json.\n")
 	return b.String()
 }

@@ -28,6 +28,7 @@ const (
 	AccVsRatioPNG  = "accuracy_vs_compression.png"
 	TrainLossPNG   = "train_loss.png"
 	recordFile     = "sweep.yaml"
+	failedFile     = "failed.txt" // a failed run's error, written by the sweep
 	summaryFile    = "summary.json"
 	metricsFile    = "metrics.jsonl"
 	seedDirPrefix  = "seed-"
@@ -87,7 +88,7 @@ func Report(dir string, warn io.Writer) (*Result, error) {
 	if rec != nil && rec.Name != "" {
 		name = rec.Name
 	}
-	groups, missing, err := collect(dir, rec, warn)
+	groups, missing, failed, err := collect(dir, rec, warn)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +112,7 @@ func Report(dir string, warn io.Writer) (*Result, error) {
 	if err := write(RunsCSV, csvBytes); err != nil {
 		return nil, err
 	}
-	res.Table = table(name, groups, missing) + provenance(invs)
+	res.Table = table(name, groups, missing, failed) + provenance(invs)
 	if err := write(TableMD, []byte(res.Table)); err != nil {
 		return nil, err
 	}
@@ -138,11 +139,11 @@ func Report(dir string, warn io.Writer) (*Result, error) {
 // order of sweep.yaml (variations it does not list follow, sorted by name), each
 // group's runs by seed. missing lists the runs sweep.yaml expects that have no
 // summary.json.
-func collect(dir string, rec *Record, warn io.Writer) ([]group, []string, error) {
+func collect(dir string, rec *Record, warn io.Writer) ([]group, []string, []failedRun, error) {
 	found := map[string]map[int64]string{} // variation -> seed -> run directory
 	varDirs, err := os.ReadDir(filepath.Join(dir, "runs"))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	for _, vd := range varDirs {
 		if !vd.IsDir() {
@@ -150,7 +151,7 @@ func collect(dir string, rec *Record, warn io.Writer) ([]group, []string, error)
 		}
 		seedDirs, err := os.ReadDir(filepath.Join(dir, "runs", vd.Name()))
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		for _, sd := range seedDirs {
 			path := filepath.Join(dir, "runs", vd.Name(), sd.Name())
@@ -188,6 +189,7 @@ func collect(dir string, rec *Record, warn io.Writer) ([]group, []string, error)
 
 	var groups []group
 	var missing []string
+	var failed []failedRun
 	total := 0
 	for _, v := range order {
 		seeds := slices.Collect(maps.Keys(found[v]))
@@ -204,9 +206,13 @@ func collect(dir string, rec *Record, warn io.Writer) ([]group, []string, error)
 				if _, err := os.Stat(filepath.Join(runDir, summaryFile)); err == nil {
 					r, err := readRun(runDir, v, seed)
 					if err != nil {
-						return nil, nil, err
+						return nil, nil, nil, err
 					}
 					g.runs = append(g.runs, r)
+					continue
+				}
+				if f, ok := readFailure(runDir, v, seed); ok {
+					failed = append(failed, f)
 					continue
 				}
 			}
@@ -220,10 +226,13 @@ func collect(dir string, rec *Record, warn io.Writer) ([]group, []string, error)
 	if len(missing) > 0 {
 		fmt.Fprintf(warn, "report: not finished (no summary.json), left out: %s\n", strings.Join(missing, ", "))
 	}
-	if total == 0 {
-		return nil, nil, fmt.Errorf("report: %s holds no finished run (expected runs/<variation>/seed-<k>/summary.json); run gradwire sweep first", dir)
+	for _, f := range failed {
+		fmt.Fprintf(warn, "report: %s seed %d failed, left out: %s\n", f.variation, f.seed, f.reason)
 	}
-	return groups, missing, nil
+	if total == 0 {
+		return nil, nil, nil, fmt.Errorf("report: %s holds no finished run (expected runs/<variation>/seed-<k>/summary.json); run gradwire sweep first", dir)
+	}
+	return groups, missing, failed, nil
 }
 
 // readRun reads one run's summary.json and metrics.jsonl.
@@ -334,7 +343,7 @@ var (
 )
 
 // table is table.md: one row per variation, aggregated over its seeds.
-func table(name string, groups []group, missing []string) string {
+func table(name string, groups []group, missing []string, failed []failedRun) string {
 	var metrics []metric
 	for _, m := range []metric{accuracyMetric, lossMetric} {
 		if slices.ContainsFunc(groups, func(g group) bool { return len(values(g, m.value)) > 0 }) {
@@ -403,8 +412,14 @@ func table(name string, groups []group, missing []string) string {
 		"Δ dense: difference of the means from the baseline, the first variation with compressor none and the same model, workers and global batch (blank when there is none). " +
 		"Compression ratio: bytes of dense float32 gradients over bytes sent, over the whole run; steady: after the compressor's warm-up. " +
 		"Speed-up at 1 and 10 Gbit/s: the time model's prediction for one machine per worker over one machine, from the measured compute time per step (blank for one worker).\n")
-	b.WriteString(optimizerBatchPivot(groups, metrics))
+	b.WriteString(optimizerBatchPivot(groups, metrics, failed))
 	fmt.Fprintf(&b, "\n%d runs, %.0f s of training in total (sum of wall_seconds). Rebuilt from the runs' summary.json by `gradwire report`.\n", runs, wall)
+	if len(failed) > 0 {
+		b.WriteString("\nFailed, left out:\n\n")
+		for _, f := range failed {
+			fmt.Fprintf(&b, "- %s seed %d: %s\n", f.variation, f.seed, f.reason)
+		}
+	}
 	if len(missing) > 0 {
 		fmt.Fprintf(&b, "\nNot finished, left out: %s.\n", strings.Join(missing, ", "))
 	}

@@ -444,4 +444,13 @@ func TestFailedRunDoesNotStopTheSweep(t *testing.T) {
 	if !strings.Contains(progress.String(), "topk seed 2: failed after") {
 		t.Errorf("progress does not report the failure:\n%s", progress.String())
 	}
+	// The report names the failed runs with their error instead of dropping them.
+	res, err := Report(filepath.Join(results, "tiny"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(res.Table, "Failed, left out:") || !strings.Contains(res.Table, "- topk seed 2: ") ||
+		!strings.Contains(res.Table, "NaN") || strings.Contains(res.Table, "Not finished") {
+		t.Errorf("table.md does not name the failed runs:\n%s", res.Table)
+	}
 }

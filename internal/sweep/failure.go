@@ -1,0 +1,56 @@
+package sweep
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/gradwire/gradwire/configs"
+	"github.com/gradwire/gradwire/internal/atomicfile"
+)
+
+// failedRun is a run that ended with an error (a diverged loss, say): the sweep
+// left its error in failed.txt. The table names it instead of dropping it
+// silently; a rerun of the sweep retries it.
+type failedRun struct {
+	variation   string
+	seed        int64
+	reason      string // the error's last line, which says what went wrong
+	optimizer   string // from the run's config.yaml ("" if unreadable)
+	globalBatch int
+}
+
+// maxReason bounds the error text quoted in table.md.
+const maxReason = 200
+
+// writeFailure records a run's error in its directory.
+func writeFailure(dir string, err error) error {
+	return atomicfile.Write(filepath.Join(dir, failedFile), []byte(err.Error()+"\n"))
+}
+
+// clearFailure removes an earlier failure record before a run is retried.
+func clearFailure(dir string) error {
+	err := os.Remove(filepath.Join(dir, failedFile))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	return err
+}
+
+// readFailure reads a failed run's record, if the run has one.
+func readFailure(dir, variation string, seed int64) (failedRun, bool) {
+	raw, err := os.ReadFile(filepath.Join(dir, failedFile))
+	if err != nil {
+		return failedRun{}, false
+	}
+	reason, _, _ := strings.Cut(strings.TrimSpace(string(raw)), "\n")
+	if len(reason) > maxReason {
+		reason = reason[:maxReason] + "..."
+	}
+	f := failedRun{variation: variation, seed: seed, reason: reason}
+	if c, err := configs.Load(filepath.Join(dir, "config.yaml"), nil); err == nil {
+		f.optimizer = c.Optim.Name
+		f.globalBatch = c.WorkerBatch() * c.Dist.Workers
+	}
+	return f, true
+}
