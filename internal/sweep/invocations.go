@@ -83,7 +83,9 @@ func readInvocations(dir string) ([]Invocation, error) {
 
 // provenance is table.md's closing section: every invocation that trained
 // something, and the sweep's total run time.
-func provenance(invs []Invocation) string {
+// runWall is the sum of the runs' wall_seconds: more than the invocations'
+// total means some runs were trained by invocations that left no record.
+func provenance(invs []Invocation, runWall float64) string {
 	var b strings.Builder
 	var wall float64
 	var lines []string
@@ -107,5 +109,8 @@ func provenance(invs []Invocation) string {
 	}
 	fmt.Fprintf(&b, "\nProduced by (from %s):\n\n%s\n\nSweep run time, all invocations: %.0f s (%.1f h).\n",
 		invocationsFile, strings.Join(lines, "\n"), wall, wall/3600)
+	if runWall > wall {
+		fmt.Fprintf(&b, "The runs' own training time (%.0f s) exceeds that: some were trained by invocations that left no record here.\n", runWall)
+	}
 	return b.String()
 }

@@ -112,7 +112,13 @@ func Report(dir string, warn io.Writer) (*Result, error) {
 	if err := write(RunsCSV, csvBytes); err != nil {
 		return nil, err
 	}
-	res.Table = table(name, groups, missing, failed) + provenance(invs)
+	var runWall float64
+	for _, g := range groups {
+		for _, r := range g.runs {
+			runWall += r.sum.WallSeconds
+		}
+	}
+	res.Table = table(name, groups, missing, failed) + provenance(invs, runWall)
 	if err := write(TableMD, []byte(res.Table)); err != nil {
 		return nil, err
 	}

@@ -243,8 +243,12 @@ func TestWorkersEquivalentOnFashionMNIST(t *testing.T) {
 		if measure != "" {
 			steps = measure
 		}
-		cfg, err := configs.Load("", []string{"data.dir=" + dir, "train.epochs=1", "train.max_steps=" + steps,
-			"train.progress=false", "optim.lr=0.05", "optim.momentum=0.9", "schedule.name=constant"})
+		sets := []string{"data.dir=" + dir, "train.epochs=1", "train.max_steps=" + steps,
+			"train.progress=false", "optim.lr=0.05", "optim.momentum=0.9", "schedule.name=constant"}
+		if extra := os.Getenv("GRADWIRE_EQUIV_SETS"); extra != "" {
+			sets = append(sets, strings.Split(extra, ",")...)
+		}
+		cfg, err := configs.Load("", sets)
 		if err != nil {
 			t.Fatal(err)
 		}
