@@ -406,7 +406,8 @@ func table(name string, groups []group, missing []string, failed []failedRun) st
 			}
 		}
 		ratio := values(g, func(s *train.Summary) (float64, bool) { return s.CompressionRatio, true })
-		steady := values(g, func(s *train.Summary) (float64, bool) { return s.CompressionRatioSteady, true })
+		// 0 is a summary written before the steady ratio existed: unknown, not zero.
+		steady := values(g, func(s *train.Summary) (float64, bool) { return s.CompressionRatioSteady, s.CompressionRatioSteady > 0 })
 		cells = append(cells, meanStd(ratio, ratioDecimals(ratio)), meanStd(steady, ratioDecimals(steady)))
 		for _, gbps := range speedUpGbps {
 			cells = append(cells, meanStd(values(g, speedUpAt(gbps)), 2))
