@@ -35,7 +35,7 @@ type DGCConfig struct {
 	FactorMasking      bool    `mapstructure:"factor_masking" yaml:"factor_masking"`           // zero momentum and accumulator where sent
 	ClipNorm           float64 `mapstructure:"clip_norm" yaml:"clip_norm"`                     // local clipping at clip_norm*N^-1/2; 0 = off
 	WarmupEpochs       int     `mapstructure:"warmup_epochs" yaml:"warmup_epochs"`             // exponential density warm-up
-	WarmupSchedule     string  `mapstructure:"warmup_schedule" yaml:"warmup_schedule"`         // paper or reference
+	WarmupSchedule     string  `mapstructure:"warmup_schedule" yaml:"warmup_schedule"`         // paper, reference or stages
 	Sampling           bool    `mapstructure:"sampling" yaml:"sampling"`                       // sampled threshold; false = exact top-k
 	SampleRatio        float64 `mapstructure:"sample_ratio" yaml:"sample_ratio"`               // fraction of elements sampled (0.01)
 }
@@ -97,7 +97,7 @@ func (c Config) Problems() []Problem {
 	d := c.DGC
 	bad(d.ClipNorm >= 0, "dgc.clip_norm", d.ClipNorm, "must be >= 0 (0 = off)")
 	bad(d.WarmupEpochs >= 0, "dgc.warmup_epochs", d.WarmupEpochs, "must be at least 0")
-	bad(d.WarmupSchedule == "paper" || d.WarmupSchedule == "reference", "dgc.warmup_schedule", d.WarmupSchedule, "must be one of paper, reference")
+	bad(d.WarmupSchedule == "paper" || d.WarmupSchedule == "reference" || d.WarmupSchedule == "stages", "dgc.warmup_schedule", d.WarmupSchedule, "must be one of paper, reference, stages")
 	bad(d.SampleRatio > 0 && d.SampleRatio <= 1, "dgc.sample_ratio", d.SampleRatio, "must be a fraction in (0, 1]")
 	a := c.AdaComp
 	bad(a.BinConv >= 1, "adacomp.bin_conv", a.BinConv, "must be at least 1")

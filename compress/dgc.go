@@ -80,7 +80,7 @@ func newDGC(cfg Config, tensors []Tensor, worker, workers int, seed int64, hyper
 	}
 	d := cfg.DGC
 	bad(d.SampleRatio > 0 && d.SampleRatio <= 1, "dgc.sample_ratio", d.SampleRatio, "must be a fraction in (0, 1]")
-	bad(d.WarmupSchedule == "paper" || d.WarmupSchedule == "reference", "dgc.warmup_schedule", d.WarmupSchedule, "must be one of paper, reference")
+	bad(d.WarmupSchedule == "paper" || d.WarmupSchedule == "reference" || d.WarmupSchedule == "stages", "dgc.warmup_schedule", d.WarmupSchedule, "must be one of paper, reference, stages")
 	bad(d.WarmupEpochs >= 0, "dgc.warmup_epochs", d.WarmupEpochs, "must be at least 0")
 	bad(d.ClipNorm >= 0, "dgc.clip_norm", d.ClipNorm, "must be >= 0 (0 = off)")
 	if err := errors.Join(errs...); err != nil {
@@ -107,19 +107,35 @@ func (c *dgc) OwnsMomentum() bool { return c.cfg.MomentumCorrection }
 // Steady reports whether the density warm-up is over.
 func (c *dgc) Steady(ctx Context) bool { return ctx.Epoch() >= c.cfg.WarmupEpochs }
 
-// densityAt is the density of an epoch. During the warm-up it decays
-// exponentially: the paper's 25%, 6.25%, 1.5625%, 0.4%, ... (0.25^(e+1)), or
-// the reference's coeff^(e+1) with coeff = density^(1/(warmup_epochs+1));
-// never below the steady density.
-func (c *dgc) densityAt(epoch int) float64 {
+// densityAt is the density of a step. During the warm-up it decays
+// exponentially: the paper's 25%, 6.25%, 1.5625%, 0.4%, ... (0.25^(e+1) in
+// epoch e), the reference's coeff^(e+1) with coeff =
+// density^(1/(warmup_epochs+1)), or "stages": the paper's sequence down to the
+// density, its stages spread evenly over the warm-up steps (for warm-ups
+// shorter than the paper's four epochs, where the per-epoch schedule would
+// jump from 25% to the final density at once). Never below the steady density.
+func (c *dgc) densityAt(ctx Context) float64 {
+	epoch := ctx.Epoch()
 	if epoch >= c.cfg.WarmupEpochs {
 		return c.density
 	}
-	base := 0.25
-	if c.cfg.WarmupSchedule == "reference" {
-		base = math.Pow(c.density, 1/float64(c.cfg.WarmupEpochs+1))
+	switch c.cfg.WarmupSchedule {
+	case "reference":
+		base := math.Pow(c.density, 1/float64(c.cfg.WarmupEpochs+1))
+		return max(math.Pow(base, float64(epoch+1)), c.density)
+	case "stages":
+		stages := 0 // the paper's densities above the final one: 0.25^k > density
+		for d := 0.25; d > c.density; d *= 0.25 {
+			stages++
+		}
+		if stages == 0 {
+			return c.density
+		}
+		warm := c.cfg.WarmupEpochs * ctx.StepsPerEpoch
+		stage := ctx.Step * stages / warm
+		return max(math.Pow(0.25, float64(stage+1)), c.density)
 	}
-	return max(math.Pow(base, float64(epoch+1)), c.density)
+	return max(math.Pow(0.25, float64(epoch+1)), c.density)
 }
 
 // sampleOffset is the random start of a tensor's strided sample: reproducible
@@ -203,7 +219,7 @@ func (c *dgc) Compress(r int, grad []float32, _ Combined, ctx Context) (Payload,
 		return Payload{}, fmt.Errorf("dgc: weight decay needs the parameters: have %d values, the tensors reach %d", len(ctx.Params), c.flatEnd())
 	}
 	scale := c.clipScale(grad)
-	density := c.densityAt(ctx.Epoch())
+	density := c.densityAt(ctx)
 	enc := &c.enc[c.flip]
 	c.flip ^= 1 // the collective may lend this payload until our next call
 	enc.Reset()

@@ -76,7 +76,7 @@ func TestDGCWarmupDensity(t *testing.T) {
 	// Paper: 0.25^(e+1) for e = 0..3, i.e. sparsity 75%, 93.75%, 98.4375%,
 	// 99.6%, then the steady 0.1%.
 	for e, want := range []float64{0.25, 0.0625, 0.015625, 0.00390625, 0.001, 0.001} {
-		if got := c.densityAt(e); got != want {
+		if got := c.densityAt(Context{Step: 10 * e, StepsPerEpoch: 10}); got != want {
 			t.Errorf("paper schedule, epoch %d: density %v, want %v", e, got, want)
 		}
 		if steady := c.Steady(Context{Step: 10 * e, StepsPerEpoch: 10}); steady != (e >= 4) {
@@ -88,7 +88,7 @@ func TestDGCWarmupDensity(t *testing.T) {
 	// 0.00398107171, then 0.001.
 	c.cfg.WarmupSchedule = "reference"
 	for e, want := range []float64{0.251188643, 0.0630957344, 0.0158489319, 0.00398107171, 0.001} {
-		if got := c.densityAt(e); math.Abs(got-want) > 1e-8*want {
+		if got := c.densityAt(Context{Step: 10*e + 9, StepsPerEpoch: 10}); math.Abs(got-want) > 1e-8*want {
 			t.Errorf("reference schedule, epoch %d: density %v, want %v", e, got, want)
 		}
 	}
@@ -96,9 +96,26 @@ func TestDGCWarmupDensity(t *testing.T) {
 	// epoch (0.0625) is raised to 0.1.
 	c.density = 0.1
 	c.cfg.WarmupSchedule = "paper"
-	if got := c.densityAt(1); got != 0.1 {
+	if got := c.densityAt(Context{Step: 10, StepsPerEpoch: 10}); got != 0.1 {
 		t.Errorf("paper schedule below the density: %v, want 0.1", got)
 	}
+	// Stages: one warm-up epoch of 8 steps, density 0.001: the paper's four
+	// densities above 0.001 (0.25, 0.0625, 0.015625, 0.00390625) two steps
+	// each, then 0.001. With density 0.1 only 0.25 is above it: the whole
+	// warm-up at 25%.
+	c.density, c.cfg.WarmupSchedule, c.cfg.WarmupEpochs = 0.001, "stages", 1
+	for step, want := range []float64{0.25, 0.25, 0.0625, 0.0625, 0.015625, 0.015625, 0.00390625, 0.00390625, 0.001, 0.001} {
+		if got := c.densityAt(Context{Step: step, StepsPerEpoch: 8}); got != want {
+			t.Errorf("stages schedule, step %d: density %v, want %v", step, got, want)
+		}
+	}
+	c.density = 0.1
+	for step, want := range []float64{0.25, 0.25, 0.25, 0.1} {
+		if got := c.densityAt(Context{Step: step, StepsPerEpoch: 3}); got != want {
+			t.Errorf("stages schedule at density 0.1, step %d: density %v, want %v", step, got, want)
+		}
+	}
+	c.cfg.WarmupSchedule, c.cfg.WarmupEpochs = "paper", 4
 	// The payload follows the schedule: 8 elements at 25% in epoch 0 send 2.
 	c.density = 0.001
 	p, _ := dgcStep(t, c, []float32{1, 2, 3, 4, 5, 6, 7, 8}, 0, nil)
