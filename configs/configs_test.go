@@ -276,6 +276,11 @@ func TestLoadErrors(t *testing.T) {
 			want: []string{`FILE: model.name: "resnet99": must be one of `, "lenet5"},
 		},
 		{
+			name: "unknown ops",
+			sets: []string{"model.ops=turbo"},
+			want: []string{`--set: model.ops: "turbo": must be one of fast, gorgonia (empty means fast)`},
+		},
+		{
 			name: "all problems at once",
 			file: "optim:\n  lr: 0\ntrain:\n  epochs: 0\n",
 			sets: []string{"data.batch_size=0"},
@@ -378,6 +383,7 @@ func TestValidateAll(t *testing.T) {
 	c.Model.Hidden = []int{}
 	c.Model.HiddenSize, c.Model.Layers, c.Model.EmbedDim = 0, 0, 0
 	c.Model.BNMomentum, c.Model.BNEpsilon = 0, 0
+	c.Model.Ops = "turbo"
 	c.Optim.Name = "lion"
 	c.Optim.LR = -0.1
 	c.Optim.Momentum = 1

@@ -31,6 +31,7 @@ func Default() Config {
 			EmbedDim:   64,
 			BNMomentum: 0.1,
 			BNEpsilon:  1e-5,
+			Ops:        "fast",
 		},
 		Optim: optim.Config{
 			Name:        "sgd",

@@ -97,6 +97,8 @@ func (c Config) problems() []problem {
 	ps.atLeast("model.embed_dim", m.EmbedDim, 1)
 	ps.fraction("model.bn_momentum", m.BNMomentum)
 	ps.positive("model.bn_epsilon", m.BNEpsilon)
+	ps.need(m.Ops == "" || slices.Contains(models.OpsNames(), m.Ops), "model.ops", m.Ops,
+		"must be one of "+strings.Join(models.OpsNames(), ", ")+" (empty means "+models.OpsFast+")")
 	// The character model only reads text, and text is only read by it.
 	ps.need(m.Name != "charlstm" || d.Name == "tinyshakespeare", "model.name", m.Name,
 		fmt.Sprintf("needs data.name tinyshakespeare (data.name is %q)", d.Name))

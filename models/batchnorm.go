@@ -8,13 +8,33 @@ import (
 
 // batchNorm normalises a (B, C, H, W) input per channel. Scale and shift are
 // (1, C, 1, 1): with nil, Gorgonia creates full-shape tensors that do not train
-// (GORGONIA.md). Gorgonia's op keeps PyTorch's running-statistics rule (momentum,
-// unbiased variance). On the training graph it normalises with batch statistics;
-// the evaluation graph's op is switched to running statistics by New.
+// (GORGONIA.md). Both implementations keep PyTorch's running-statistics rule
+// (momentum, unbiased variance). On the training graph they normalise with
+// batch statistics; the evaluation graph's ops are switched to running
+// statistics by New.
 func (b *builder) batchNorm(x *G.Node, c int, name string) *G.Node {
+	return b.norm(x, c, false, name)
+}
+
+// batchNormReLU is relu(batchNorm(x)), fused into one op on the fast path.
+func (b *builder) batchNormReLU(x *G.Node, c int, name string) *G.Node {
+	return b.norm(x, c, true, name)
+}
+
+func (b *builder) norm(x *G.Node, c int, relu bool, name string) *G.Node {
 	scale := b.param(name+".scale", optim.KindNorm, constant(1), 1, c, 1, 1)
 	shift := b.param(name+".shift", optim.KindNorm, zeros, 1, c, 1, 1)
-	y, _, _, op, err := G.BatchNorm(x, scale, shift, b.cfg.BNMomentum, b.cfg.BNEpsilon)
+	var y *G.Node
+	var op normOp
+	var err error
+	if b.fast() {
+		y, op, err = batchNormOp(x, scale, shift, relu, b.training, b.cfg.BNMomentum, b.cfg.BNEpsilon)
+	} else {
+		y, _, _, op, err = G.BatchNorm(x, scale, shift, b.cfg.BNMomentum, b.cfg.BNEpsilon)
+		if err == nil && relu {
+			y = b.relu(y)
+		}
+	}
 	if err != nil {
 		panic(buildError{err})
 	}

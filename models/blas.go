@@ -7,3 +7,7 @@ package models
 const BLAS = "gonum"
 
 func useBLAS() {}
+
+// BLASCoreType is the kernel set of the BLAS library, for run summaries: empty
+// for pure-Go gonum, OpenBLAS's core type (such as SkylakeX) otherwise.
+func BLASCoreType() string { return "" }

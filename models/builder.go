@@ -40,14 +40,17 @@ type builder struct {
 	training bool // training graph (BatchNorm in batch-statistics mode)
 	params   []*paramSpec
 	names    map[string]bool
-	bns      []*G.BatchNormOp
+	inputs   map[*G.Node]bool // nodes declared by input: no gradient needed
+	bns      []normOp
 	bnNames  []string
+	ws       *workspace // scratch shared by the graph's fast ops
 }
 
 type buildError struct{ err error }
 
 func newBuilder(cfg Config, dt tensor.Dtype, training bool) *builder {
-	return &builder{g: G.NewGraph(), dt: dt, cfg: cfg, training: training, names: map[string]bool{}}
+	return &builder{g: G.NewGraph(), dt: dt, cfg: cfg, training: training,
+		names: map[string]bool{}, inputs: map[*G.Node]bool{}, ws: &workspace{}}
 }
 
 // must unwraps a Gorgonia result inside a model function.
@@ -79,8 +82,13 @@ func (b *builder) param(name string, kind optim.Kind, init initFn, shape ...int)
 
 // input declares a non-learnable input node.
 func (b *builder) input(name string, shape ...int) *G.Node {
-	return G.NewTensor(b.g, b.dt, len(shape), G.WithShape(shape...), G.WithName(name))
+	n := G.NewTensor(b.g, b.dt, len(shape), G.WithShape(shape...), G.WithName(name))
+	b.inputs[n] = true
+	return n
 }
+
+// fast says whether layers use the fast ops (ops_*.go) rather than Gorgonia's.
+func (b *builder) fast() bool { return b.cfg.Ops != OpsGorgonia }
 
 // numel is the product of a shape.
 func numel(shape []int) int {

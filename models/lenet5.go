@@ -38,11 +38,11 @@ func lenet5Accepts(c Config, in Input) error {
 // 400-120-84-classes with ReLU between (61,706 parameters for 1×28×28, 10 classes).
 func buildLeNet5(b *builder, x *G.Node, in Input, _ int) *G.Node {
 	pad, _ := lenetPad(in.Shape[1])
-	h := b.relu(b.conv2d(x, in.Shape[0], 6, 5, 1, pad, true, "conv1"))
-	h = maxPool(h, 2, 2)
-	h = b.relu(b.conv2d(h, 6, 16, 5, 1, 0, true, "conv2"))
-	h = flatten(maxPool(h, 2, 2))
-	h = b.relu(b.linear(h, 16*5*5, 120, "fc1"))
-	h = b.relu(b.linear(h, 120, 84, "fc2"))
+	h := b.conv2dReLU(x, in.Shape[0], 6, 5, 1, pad, "conv1")
+	h = b.maxPool(h, 2, 2)
+	h = b.conv2dReLU(h, 6, 16, 5, 1, 0, "conv2")
+	h = flatten(b.maxPool(h, 2, 2))
+	h = b.linearReLU(h, 16*5*5, 120, "fc1")
+	h = b.linearReLU(h, 120, 84, "fc2")
 	return b.linear(h, 84, in.Classes, "fc3")
 }

@@ -3,6 +3,8 @@ package models
 import (
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"sync"
 
 	G "gorgonia.org/gorgonia"
@@ -71,6 +73,9 @@ func newNet(cfg Config, in Input, batch, evalBatch int, seed int64, dt tensor.Dt
 	if evalBatch == 0 {
 		evalBatch = batch
 	}
+	if cfg.Ops != "" && !slices.Contains(OpsNames(), cfg.Ops) {
+		return nil, fmt.Errorf("model.ops: %q: must be one of %s", cfg.Ops, strings.Join(OpsNames(), ", "))
+	}
 	if err := e.accepts(cfg, in); err != nil {
 		return nil, fmt.Errorf("model %s: %w", cfg.Name, err)
 	}
@@ -112,9 +117,10 @@ func newNet(cfg Config, in Input, batch, evalBatch int, seed int64, dt tensor.Dt
 	}
 	n.tm = G.NewTapeMachine(n.train.b.g, G.BindDualValues(learnables...))
 	n.em = G.NewTapeMachine(n.eval.b.g)
-	// NewTapeMachine switches every BatchNorm op to training and resets its
-	// running statistics (mean 0, variance 1); the evaluation graph's ops must use
-	// running statistics, copied in from the training graph before each Predict.
+	// NewTapeMachine switches every BatchNorm op to training (Gorgonia's op also
+	// resets its running statistics); start them all at mean 0, variance 1. The
+	// evaluation graph's ops must use running statistics, copied in from the
+	// training graph before each Predict.
 	for _, op := range n.train.b.bns {
 		if err := op.Reset(); err != nil {
 			return nil, err

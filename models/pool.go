@@ -5,13 +5,32 @@ import (
 	"gorgonia.org/tensor"
 )
 
-// maxPool is a k×k max-pool over an NCHW input with the given stride and no padding.
+// maxPool is a k×k max-pool over an NCHW input with the given stride and no
+// padding: the fast op, which keeps each window's argmax for the backward
+// pass, or Gorgonia's.
+func (b *builder) maxPool(x *G.Node, k, stride int) *G.Node {
+	if b.fast() {
+		return must(maxPool2dOp(x, k, stride))
+	}
+	return maxPool(x, k, stride)
+}
+
+// maxPool is Gorgonia's k×k max-pool with the given stride and no padding.
 func maxPool(x *G.Node, k, stride int) *G.Node {
 	return must(G.MaxPool2D(x, tensor.Shape{k, k}, []int{0, 0}, []int{stride, stride}))
 }
 
 // globalAvgPool averages each channel of an NCHW input over its H×W positions,
-// giving (B, C). Gorgonia's GlobalAveragePool2D has no gradient and the backward
+// giving (B, C): the fast op, which reuses its buffers, or globalAvgPool.
+func (b *builder) globalAvgPool(x *G.Node) *G.Node {
+	if b.fast() {
+		return must(globalAvgPool2dOp(x))
+	}
+	return globalAvgPool(x)
+}
+
+// globalAvgPool averages each channel of an NCHW input over its H×W positions,
+// giving (B, C), with Gorgonia's ops. Gorgonia's GlobalAveragePool2D has no gradient and the backward
 // of AveragePool2D is wrong (GORGONIA.md), so it is written as a mean over the
 // rows of a (B*C, H*W) view.
 func globalAvgPool(x *G.Node) *G.Node {

@@ -17,7 +17,7 @@ var resnetBlocks = map[string]int{"resnet20": 3, "resnet32": 5, "resnet56": 9}
 // so it runs on 1×28×28 (28, 14, 7) as well as 3×32×32 (32, 16, 8).
 func buildResNet(b *builder, x *G.Node, in Input, _ int) *G.Node {
 	n := resnetBlocks[b.cfg.Name]
-	h := b.relu(b.batchNorm(b.conv2d(x, in.Shape[0], 16, 3, 1, 1, false, "conv1"), 16, "bn1"))
+	h := b.batchNormReLU(b.conv2d(x, in.Shape[0], 16, 3, 1, 1, false, "conv1"), 16, "bn1")
 	cin := 16
 	for s, cout := range []int{16, 32, 64} {
 		for i := range n {
@@ -29,7 +29,7 @@ func buildResNet(b *builder, x *G.Node, in Input, _ int) *G.Node {
 			cin = cout
 		}
 	}
-	return b.linear(globalAvgPool(h), 64, in.Classes, "fc")
+	return b.linear(b.globalAvgPool(h), 64, in.Classes, "fc")
 }
 
 // basicBlock is ResNet's two-layer residual block: relu(bn(conv(relu(bn(conv(x)))))
@@ -37,11 +37,11 @@ func buildResNet(b *builder, x *G.Node, in Input, _ int) *G.Node {
 // shape, a 1×1 strided conv + BN (the paper's option B, as in torchvision).
 // Convolutions have no bias: the following BN's shift takes its place.
 func (b *builder) basicBlock(x *G.Node, cin, cout, stride int, name string) *G.Node {
-	h := b.relu(b.batchNorm(b.conv2d(x, cin, cout, 3, stride, 1, false, name+".conv1"), cout, name+".bn1"))
+	h := b.batchNormReLU(b.conv2d(x, cin, cout, 3, stride, 1, false, name+".conv1"), cout, name+".bn1")
 	h = b.batchNorm(b.conv2d(h, cout, cout, 3, 1, 1, false, name+".conv2"), cout, name+".bn2")
 	short := x
 	if stride != 1 || cin != cout {
 		short = b.batchNorm(b.conv2d(x, cin, cout, 1, stride, 0, false, name+".down.conv"), cout, name+".down.bn")
 	}
-	return b.relu(must(G.Add(h, short)))
+	return b.addReLU(h, short)
 }

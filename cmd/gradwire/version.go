@@ -15,7 +15,11 @@ func newVersionCmd() *cobra.Command {
 		Short: "Print the version, Go toolchain and matrix-multiply back-end",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintf(cmd.OutOrStdout(), "gradwire %s (%s, blas %s)\n", version.String(), version.GoVersion(), models.BLAS)
+			blas := models.BLAS
+			if core := models.BLASCoreType(); core != "" {
+				blas += " " + core
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "gradwire %s (%s, blas %s)\n", version.String(), version.GoVersion(), blas)
 			return nil
 		},
 	}

@@ -14,6 +14,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -172,6 +173,9 @@ func (j *job) setup() error {
 	if err := j.setupReplicas(in, evalBatch); err != nil {
 		return err
 	}
+	// The replicas compute in parallel, one per core: each op's own workers get
+	// the cores left per replica, so the two levels do not oversubscribe.
+	models.SetOpWorkers(max(1, runtime.GOMAXPROCS(0)/len(j.nets)))
 	if j.opt, err = optim.New(c.Optim); err != nil {
 		return err
 	}
@@ -182,7 +186,8 @@ func (j *job) setup() error {
 	j.xPerW, j.yPerW = c.WorkerBatch()*numel(in.Shape), c.WorkerBatch()*in.YLen
 	j.gx = make([]float32, local*j.xPerW)
 	j.y = make([]int32, local*j.yPerW)
-	j.log.Info("model", "name", c.Model.Name, "params", j.net.NumParams(), "blas", models.BLAS)
+	j.log.Info("model", "name", c.Model.Name, "params", j.net.NumParams(), "ops", c.Model.Ops,
+		"blas", models.BLAS, "blas_core", models.BLASCoreType(), "op_workers", models.OpWorkers())
 	j.log.Info("workers", "workers", c.Dist.Workers, "replicas", len(j.nets), "backend", c.Dist.Backend)
 	j.log.Info("data", "name", c.Data.Name, "train", j.train.Len(), "test", j.test.Len(),
 		"global_batch", j.globalBatch, "steps_per_epoch", j.stepsPerEpoch)
@@ -325,6 +330,7 @@ func (j *job) loop(ctx context.Context, st *checkpoint) (*Summary, error) {
 		GlobalBatch: j.globalBatch, Workers: c.Dist.Workers, Replicas: len(j.nets), Backend: c.Dist.Backend,
 		Optimizer: c.Optim.Name, Compressor: c.Compress.Name,
 		Seed: c.Seed, Version: version.String(), GoVersion: version.GoVersion(), BLAS: models.BLAS,
+		BLASCore: models.BLASCoreType(), Ops: c.Model.Ops,
 		Machine: version.Machine(),
 		Params:  j.net.NumParams(), TestAccuracy: last.TestAccuracy, TestLoss: last.TestLoss, ValBPC: last.ValBPC,
 		TrainLossFinal: last.TrainLoss, WallSeconds: elapsed, SamplesPerSecond: float64(samples) / elapsed,

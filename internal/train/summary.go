@@ -29,7 +29,9 @@ type Summary struct {
 	Version                     string   `json:"version"`
 	GoVersion                   string   `json:"go_version"`
 	BLAS                        string   `json:"blas"`
-	Machine                     string   `json:"machine,omitempty"` // CPU, cores, memory, OS/arch of the run
+	BLASCore                    string   `json:"blas_core,omitempty"` // OpenBLAS core type in use (openblas build)
+	Ops                         string   `json:"ops,omitempty"`       // model.ops: fast or gorgonia
+	Machine                     string   `json:"machine,omitempty"`   // CPU, cores, memory, OS/arch of the run
 	Params                      int      `json:"params"`
 	TestAccuracy                *float64 `json:"test_accuracy,omitempty"`
 	TestLoss                    float64  `json:"test_loss"`

@@ -1,0 +1,235 @@
+package models
+
+import (
+	"math"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// sgdSteps trains a model with plain SGD (lr 0.1) for the given number of
+// steps on seeded batches and returns the parameters, the last step's losses
+// and the BatchNorm running statistics, as float64.
+func sgdSteps(t *testing.T, cfg Config, in Input, batch, steps int, dt tensor.Dtype) (flat []float64, losses []float64, stats [][]float64) {
+	t.Helper()
+	n, err := newNet(cfg, in, batch, 0, 7, dt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s := range steps {
+		x, y := randomBatch(uint64(s+1), batch, in, false)
+		loss, err := n.Step(x, y)
+		if err != nil {
+			t.Fatal(err)
+		}
+		losses = append(losses, loss)
+		switch f := n.flat.(type) {
+		case []float64:
+			for i, g := range n.grad.([]float64) {
+				f[i] -= 0.1 * g
+			}
+		case []float32:
+			for i, g := range n.grad.([]float32) {
+				f[i] -= 0.1 * g
+			}
+		}
+	}
+	switch f := n.flat.(type) {
+	case []float64:
+		flat = slices.Clone(f)
+	case []float32:
+		flat = f64s(f)
+	}
+	for _, op := range n.train.b.bns {
+		m, v := op.Stats()
+		for _, s := range []tensor.Tensor{m, v} {
+			switch d := s.Data().(type) {
+			case []float64:
+				stats = append(stats, slices.Clone(d))
+			case []float32:
+				stats = append(stats, f64s(d))
+			}
+		}
+	}
+	return flat, losses, stats
+}
+
+var opsModels = []struct {
+	cfg   Config
+	in    Input
+	batch int
+}{
+	{Config{Name: "lenet5"}, Input{Shape: []int{1, 28, 28}, Classes: 10, YLen: 1}, 5},
+	{Config{Name: "resnet20"}, Input{Shape: []int{3, 16, 16}, Classes: 10, YLen: 1}, 4},
+	{Config{Name: "mlp", Hidden: []int{32, 16}}, Input{Shape: []int{1, 8, 8}, Classes: 5, YLen: 1}, 6},
+}
+
+// TestFastModelsMatchGorgonia trains each model for three SGD steps in float64
+// with the fast ops and with Gorgonia's from the same seed: parameters,
+// losses and running statistics agree to 1e-10 relative.
+func TestFastModelsMatchGorgonia(t *testing.T) {
+	for _, c := range opsModels {
+		t.Run(c.cfg.Name, func(t *testing.T) {
+			ref := c.cfg
+			ref.Ops = OpsGorgonia
+			wantFlat, wantLoss, wantStats := sgdSteps(t, ref, c.in, c.batch, 3, tensor.Float64)
+			fast := c.cfg
+			fast.Ops = OpsFast
+			gotFlat, gotLoss, gotStats := sgdSteps(t, fast, c.in, c.batch, 3, tensor.Float64)
+			if err := near(gotLoss, wantLoss, 1e-10); err != nil {
+				t.Errorf("losses: %v", err)
+			}
+			if err := near(gotFlat, wantFlat, 1e-10); err != nil {
+				t.Errorf("parameters after 3 steps: %v", err)
+			}
+			if len(gotStats) != len(wantStats) {
+				t.Fatalf("%d running statistics, expected %d", len(gotStats), len(wantStats))
+			}
+			for i := range wantStats {
+				if err := near(gotStats[i], wantStats[i], 1e-10); err != nil {
+					t.Errorf("running statistics %d: %v", i, err)
+				}
+			}
+			// The steps moved the parameters: the comparison is not vacuous.
+			init, _, _ := sgdSteps(t, fast, c.in, c.batch, 0, tensor.Float64)
+			if near(gotFlat, init, 1e-3) == nil {
+				t.Error("parameters did not change in 3 steps")
+			}
+		})
+	}
+}
+
+// TestFastFloat32MatchesFloat64 trains the fast models in float32 and float64
+// from the same seed: after three steps the float32 losses agree to 1e-4
+// relative and the parameters to 1e-4 (relative to 1 + |value|), the
+// accumulated rounding of float32 sums and GEMMs over a few thousand terms.
+func TestFastFloat32MatchesFloat64(t *testing.T) {
+	for _, c := range opsModels[:2] {
+		t.Run(c.cfg.Name, func(t *testing.T) {
+			want, wantLoss, _ := sgdSteps(t, c.cfg, c.in, c.batch, 3, tensor.Float64)
+			got, gotLoss, _ := sgdSteps(t, c.cfg, c.in, c.batch, 3, tensor.Float32)
+			if err := near(gotLoss, wantLoss, 1e-4); err != nil {
+				t.Errorf("losses: %v", err)
+			}
+			if err := near(got, want, 1e-4); err != nil {
+				t.Errorf("parameters: %v", err)
+			}
+			worst := 0.0
+			for i := range got {
+				worst = math.Max(worst, math.Abs(got[i]-want[i])/(1+math.Abs(want[i])))
+			}
+			t.Logf("largest float32 - float64 parameter difference: %.3g", worst)
+		})
+	}
+}
+
+// TestFastOpsWorkerCountInvariant trains ResNet-20 in float32 with 1, 2 and 3
+// op workers: every reduction has a fixed order, so the parameters agree bit
+// for bit.
+func TestFastOpsWorkerCountInvariant(t *testing.T) {
+	t.Cleanup(func() { SetOpWorkers(0) })
+	in := Input{Shape: []int{3, 8, 8}, Classes: 10, YLen: 1}
+	var want []float64
+	for _, w := range []int{1, 2, 3} {
+		SetOpWorkers(w)
+		got, _, stats := sgdSteps(t, Config{Name: "resnet20"}, in, 19, 2, tensor.Float32)
+		got = append(got, slices.Concat(stats...)...)
+		if want == nil {
+			want = got
+			continue
+		}
+		if err := near(got, want, 0); err != nil {
+			t.Errorf("%d workers vs 1: %v", w, err)
+		}
+	}
+}
+
+// TestFastStepAllocations pins the fast ops' buffer reuse: a ResNet-20 step at
+// batch 8 allocates far less than one of its activation tensors
+// (8·16·32·32·4 bytes = 512 KiB), so no op reallocates its output per step.
+func TestFastStepAllocations(t *testing.T) {
+	in := Input{Shape: []int{3, 32, 32}, Classes: 10, YLen: 1}
+	n, err := New(Config{Name: "resnet20"}, in, 8, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, y := randomBatch(1, 8, in, false)
+	for range 2 {
+		if _, err := n.Step(x, y); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var before, after runtime.MemStats
+	const steps = 3
+	runtime.ReadMemStats(&before)
+	for range steps {
+		if _, err := n.Step(x, y); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	perStep := (after.TotalAlloc - before.TotalAlloc) / steps
+	t.Logf("%d bytes, %d objects per step", perStep, (after.Mallocs-before.Mallocs)/steps)
+	if perStep > 256<<10 {
+		t.Errorf("a ResNet-20 step at batch 8 allocates %d bytes, expected under 256 KiB", perStep)
+	}
+}
+
+// TestBuffersAliasRunningStats writes running statistics through Buffers, as a
+// checkpoint restore does, and checks that Predict normalises with them, for
+// both BatchNorm implementations.
+func TestBuffersAliasRunningStats(t *testing.T) {
+	const name = "test-bn-linear"
+	registry[name] = entry{accepts: image3D, build: func(b *builder, x *G.Node, in Input, _ int) *G.Node {
+		return b.linear(globalAvgPool(b.batchNorm(x, in.Shape[0], "bn")), in.Shape[0], in.Classes, "fc")
+	}}
+	t.Cleanup(func() { delete(registry, name) })
+	in := Input{Shape: []int{2, 1, 3}, Classes: 2, YLen: 1}
+	for _, ops := range OpsNames() {
+		n, err := New(Config{Name: name, Ops: ops}, in, 2, 0, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bufs := n.Buffers()
+		if len(bufs) != 2 || !strings.HasSuffix(bufs[0].Name, "running_mean") || !strings.HasSuffix(bufs[1].Name, "running_var") {
+			t.Fatalf("%s: buffers %v", ops, bufs)
+		}
+		copy(bufs[0].Value, []float32{0.5, -1})
+		copy(bufs[1].Value, []float32{4, 0.25})
+		copy(n.Flat(), []float32{2, 3, 0.5, -0.5, 1, 0, 0, 1, 0, 0}) // scale, shift, fc.w, fc.b
+		x := []float32{1, 2, 3, 0, 0, 0, -1, 0, 1, 2, 2, 2}
+		out := make([]float32, 4)
+		if err := n.Predict(x, out); err != nil {
+			t.Fatal(err)
+		}
+		// Channel means of the examples: (2, 0) and (0, 2); fc.w is the identity.
+		want := []float64{
+			2*(2-0.5)/math.Sqrt(4+1e-5) + 0.5, 3*(0+1)/math.Sqrt(0.25+1e-5) - 0.5,
+			2*(0-0.5)/math.Sqrt(4+1e-5) + 0.5, 3*(2+1)/math.Sqrt(0.25+1e-5) - 0.5,
+		}
+		if err := near(f64s(out), want, 1e-6); err != nil {
+			t.Errorf("%s: logits: %v", ops, err)
+		}
+	}
+}
+
+func TestOpsConfig(t *testing.T) {
+	in := Input{Shape: []int{1, 28, 28}, Classes: 10, YLen: 1}
+	_, err := New(Config{Name: "lenet5", Ops: "turbo"}, in, 2, 0, 1)
+	if want := `model.ops: "turbo": must be one of fast, gorgonia`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("ops turbo: error %v, expected %q", err, want)
+	}
+	for ops, fast := range map[string]bool{"": true, OpsFast: true, OpsGorgonia: false} {
+		n, err := New(Config{Name: "lenet5", Ops: ops}, in, 2, 0, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.train.b.fast() != fast {
+			t.Errorf("ops %q: fast ops %v, expected %v", ops, !fast, fast)
+		}
+	}
+}
