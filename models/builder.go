@@ -44,6 +44,7 @@ type builder struct {
 	bns      []normOp
 	bnNames  []string
 	ws       *workspace // scratch shared by the graph's fast ops
+	flops    int64      // forward FLOPs of the products added so far (addProductFLOPs)
 }
 
 type buildError struct{ err error }

@@ -27,6 +27,9 @@ func (b *builder) conv(x *G.Node, cin, cout, k, stride, pad int, bias, relu bool
 		b.fail("models: %s: input shape %v, expected (B, %d, H, W)", name, s, cin)
 	}
 	w := b.param(name+".w", optim.KindConv, heNormal(cin*k*k), cout, cin, k, k)
+	s := x.Shape()
+	hout, wout := (s[2]+2*pad-k)/stride+1, (s[3]+2*pad-k)/stride+1
+	b.addProductFLOPs(s[0]*hout*wout, cin*k*k, cout)
 	var bv *G.Node
 	if bias {
 		bv = b.param(name+".b", optim.KindBias, zeros, cout)

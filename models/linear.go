@@ -12,6 +12,7 @@ import (
 func (b *builder) linear(x *G.Node, in, out int, name string) *G.Node {
 	w := b.param(name+".w", optim.KindLinear, glorotUniform(in, out), in, out)
 	bias := b.param(name+".b", optim.KindBias, zeros, out)
+	b.addProductFLOPs(x.Shape()[0], in, out)
 	return must(G.BroadcastAdd(must(G.Mul(x, w)), bias, nil, []byte{0}))
 }
 
@@ -23,6 +24,7 @@ func (b *builder) linearReLU(x *G.Node, in, out int, name string) *G.Node {
 	}
 	w := b.param(name+".w", optim.KindLinear, glorotUniform(in, out), in, out)
 	bias := b.param(name+".b", optim.KindBias, zeros, out)
+	b.addProductFLOPs(x.Shape()[0], in, out)
 	return must(biasAct(must(G.Mul(x, w)), bias, true))
 }
 

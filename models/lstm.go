@@ -44,6 +44,9 @@ func (b *builder) lstm(xs []*G.Node, inSize, hidden int, name string) []*G.Node 
 	// Gorgonia merges constants by name, and its default name is the value
 	// printed (elided for long tensors): name the shape.
 	batch := xs[0].Shape()[0]
+	// Per step: x·Wx and h·Wh for the four gates (no h·Wh at the first step).
+	b.addProductFLOPs(batch*len(xs), inSize, 4*hidden)
+	b.addProductFLOPs(batch*(len(xs)-1), hidden, 4*hidden)
 	ones := G.NewConstant(tensor.Ones(b.dt, batch, 1), G.WithName(fmt.Sprintf("ones(%d,1)", batch)))
 	for k := range bias {
 		bias[k] = must(G.Mul(ones, bias[k]))
