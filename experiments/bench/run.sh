@@ -23,10 +23,18 @@ go build -tags openblas -o "$tmp/gradwire-openblas" ./cmd/gradwire
 
 # Two cores for everyone: GOMAXPROCS=2 for Go, one OpenBLAS thread per Go
 # worker (gradwire's ops split the batch), two intra-op threads for PyTorch.
+# Model by model, the three back to back, so that a change in the machine's
+# load between models does not skew one side's figures.
 export GOMAXPROCS=2
-"$tmp/gradwire-openblas" bench --batch "$batch" --steps "$steps" --format csv > "$tmp/openblas.csv"
-/usr/bin/python3 "$out/pytorch_bench.py" --batch "$batch" --steps "$steps" --threads 2 > "$tmp/pytorch.csv"
-"$tmp/gradwire-purego" bench --batch "$batch" --steps "$steps" --format csv > "$tmp/purego.csv"
+for m in mlp lenet5 resnet20 lstm charlstm; do
+  "$tmp/gradwire-openblas" bench --model $m --batch "$batch" --steps "$steps" --format csv > "$tmp/openblas-$m.csv"
+  /usr/bin/python3 "$out/pytorch_bench.py" --batch "$batch" --steps "$steps" --threads 2 $m > "$tmp/pytorch-$m.csv"
+  "$tmp/gradwire-purego" bench --model $m --batch "$batch" --steps "$steps" --format csv > "$tmp/purego-$m.csv"
+done
+for side in openblas pytorch purego; do
+  head -1 "$tmp/$side-mlp.csv" > "$tmp/$side.csv"
+  for m in mlp lenet5 resnet20 lstm charlstm; do tail -n +2 "$tmp/$side-$m.csv" >> "$tmp/$side.csv"; done
+done
 
 /usr/bin/python3 - "$tmp" "$out" "$batch" "$steps" "$("$tmp/gradwire-openblas" version)" <<'PY'
 import csv, os, platform, sys, datetime, subprocess
@@ -42,7 +50,7 @@ rows = []
 for m in pt:
     t = float(pt[m]["samples_per_second"])
     o, p = float(ob[m]["samples_per_second"]), float(pg[m]["samples_per_second"])
-    rows.append(dict(model=m, batch=batch, pytorch=t, openblas=o, purego=p,
+    rows.append(dict(model=m, batch=batch, params=ob[m]["params"], pytorch_params=pt[m]["params"], pytorch=t, openblas=o, purego=p,
                      openblas_ratio=o / t, purego_ratio=p / t,
                      openblas_alloc_mb=float(ob[m]["alloc_bytes_per_step"]) / 1e6,
                      purego_alloc_mb=float(pg[m]["alloc_bytes_per_step"]) / 1e6,
@@ -55,10 +63,10 @@ with open(os.path.join(out, "results.md"), "w") as f:
     f.write(f"Command: `experiments/bench/run.sh --batch {batch} --steps {steps}`; {version}; "
             f"PyTorch {torch.__version__} (2 threads); GOMAXPROCS=2; {machine}; "
             f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC.\n\n")
-    f.write("| model | batch | PyTorch samples/s | gradwire openblas samples/s | ratio | gradwire pure Go samples/s | ratio | openblas GFLOP/s | allocated per step, openblas (MB) | pure Go (MB) |\n")
-    f.write("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+    f.write("| model | batch | parameters (gradwire / PyTorch) | PyTorch samples/s | gradwire openblas samples/s | ratio | gradwire pure Go samples/s | ratio | openblas GFLOP/s | allocated per step, openblas (MB) | pure Go (MB) |\n")
+    f.write("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
     for r in rows:
-        f.write(f"| {r['model']} | {r['batch']} | {r['pytorch']:.1f} | {r['openblas']:.1f} | {r['openblas_ratio']:.2f}x | "
+        f.write(f"| {r['model']} | {r['batch']} | {r['params']} / {r['pytorch_params']} | {r['pytorch']:.1f} | {r['openblas']:.1f} | {r['openblas_ratio']:.2f}x | "
                 f"{r['purego']:.1f} | {r['purego_ratio']:.2f}x | {r['openblas_gflops']:.2f} | {r['openblas_alloc_mb']:.2f} | {r['purego_alloc_mb']:.2f} |\n")
     f.write("\nRatio: gradwire samples/s over PyTorch samples/s measured in the same run (median step of "
             f"{steps} after 3 warm-up steps; forward, cross-entropy, backward and a plain SGD update on a fixed random batch).\n")
