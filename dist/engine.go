@@ -114,6 +114,10 @@ func (e *Engine) Step(step int, batch func(w int) ([]float32, []int32)) (float64
 	for w := range ready {
 		ready[w] = make(chan error, 1)
 	}
+	// causes holds the model's own failures (a NaN loss, say), by worker; the
+	// other workers' errors are consequences (aborted collectives, gradients
+	// never computed) and would bury the cause in the message.
+	causes := make([]error, nw)
 	var wg sync.WaitGroup
 	for r := 0; r < nr; r++ {
 		wg.Add(1)
@@ -131,6 +135,7 @@ func (e *Engine) Step(step int, batch func(w int) ([]float32, []int32)) (float64
 				}
 				ready[w] <- err
 				if err != nil {
+					causes[w] = fmt.Errorf("worker %d: %w", e.members[w].Rank(), err)
 					// Later workers of this replica never get a gradient: fail them too.
 					for w2 := w + nr; w2 < nw; w2 += nr {
 						ready[w2] <- fmt.Errorf("worker %d: not computed after worker %d failed", e.members[w2].Rank(), e.members[w].Rank())
@@ -159,6 +164,9 @@ func (e *Engine) Step(step int, batch func(w int) ([]float32, []int32)) (float64
 		}(w)
 	}
 	wg.Wait()
+	if err := errors.Join(causes...); err != nil {
+		return 0, err
+	}
 	if err := errors.Join(errs...); err != nil {
 		return 0, err
 	}
