@@ -2,6 +2,7 @@ package models
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -19,8 +20,10 @@ var trainStepCases = []struct {
 	{"lenet5/b64/gorgonia", Config{Name: "lenet5", Ops: OpsGorgonia}, Input{Shape: []int{1, 28, 28}, Classes: 10, YLen: 1}, 64},
 	{"resnet20/b64/fast", Config{Name: "resnet20"}, Input{Shape: []int{3, 32, 32}, Classes: 10, YLen: 1}, 64},
 	{"resnet20/b64/gorgonia", Config{Name: "resnet20", Ops: OpsGorgonia}, Input{Shape: []int{3, 32, 32}, Classes: 10, YLen: 1}, 64},
-	{"lstm/b64", Config{Name: "lstm"}, Input{Shape: []int{1, 28, 28}, Classes: 10, YLen: 1}, 64},
-	{"charlstm/b32", Config{Name: "charlstm"}, Input{Shape: []int{64}, Classes: 65, YLen: 64}, 32},
+	{"lstm/b64/fast", Config{Name: "lstm"}, Input{Shape: []int{1, 28, 28}, Classes: 10, YLen: 1}, 64},
+	{"lstm/b64/gorgonia", Config{Name: "lstm", Ops: OpsGorgonia}, Input{Shape: []int{1, 28, 28}, Classes: 10, YLen: 1}, 64},
+	{"charlstm/b32/fast", Config{Name: "charlstm"}, Input{Shape: []int{64}, Classes: 65, YLen: 64}, 32},
+	{"charlstm/b32/gorgonia", Config{Name: "charlstm", Ops: OpsGorgonia}, Input{Shape: []int{64}, Classes: 65, YLen: 64}, 32},
 }
 
 // BenchmarkTrainStep times one forward and backward pass (Net.Step) on a random
@@ -69,4 +72,22 @@ func randomBatch(seed uint64, batch int, in Input, tokens bool) ([]float32, []in
 		y[i] = int32(rng.IntN(in.Classes))
 	}
 	return x, y
+}
+
+// BenchmarkNew times building a model (both graphs, gradients and
+// TapeMachines): Gorgonia's compiler is quadratic in the graph's nodes, which
+// the per-step LSTM layers multiply.
+func BenchmarkNew(b *testing.B) {
+	for _, c := range trainStepCases {
+		if !strings.Contains(c.name, "lstm") {
+			continue
+		}
+		b.Run(c.name, func(b *testing.B) {
+			for range b.N {
+				if _, err := New(c.cfg, c.in, c.batch, 0, 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	G "gorgonia.org/gorgonia"
-	"gorgonia.org/tensor"
 )
 
 // charLSTMAccepts accepts token windows: examples of T token ids with T targets
@@ -29,14 +28,13 @@ func charLSTMAccepts(_ Config, in Input) error {
 // b), and so do the logits (batch*T, vocab).
 func buildCharLSTM(b *builder, x *G.Node, in Input, batch int) *G.Node {
 	steps, vocab := in.Shape[0], in.Classes
-	hs := b.unstack(must(G.Reshape(x, tensor.Shape{batch, steps, vocab})))
-	hs = b.embedding(hs, vocab, b.cfg.EmbedDim, "embed")
+	hs := b.embedSeq(x, batch, steps, vocab, b.cfg.EmbedDim, "embed")
 	width := b.cfg.EmbedDim
 	for l := range b.cfg.Layers {
-		hs = b.lstm(hs, width, b.cfg.HiddenSize, fmt.Sprintf("lstm%d", l+1))
+		hs = b.lstmSeq(hs, width, b.cfg.HiddenSize, fmt.Sprintf("lstm%d", l+1))
 		width = b.cfg.HiddenSize
 	}
 	// One output product over all steps: (B, T, H) -> (B*T, H) rows b*T+t.
-	h := must(G.Reshape(b.stack(hs), tensor.Shape{batch * steps, width}))
+	h := b.reshape(b.wholeSeq(hs), batch*steps, width)
 	return b.linear(h, width, vocab, "out")
 }

@@ -9,7 +9,7 @@ type Config struct {
 	EmbedDim   int     `mapstructure:"embed_dim" yaml:"embed_dim"`     // charlstm: embedding width (default 64)
 	BNMomentum float64 `mapstructure:"bn_momentum" yaml:"bn_momentum"` // BatchNorm running-stat momentum (default 0.1)
 	BNEpsilon  float64 `mapstructure:"bn_epsilon" yaml:"bn_epsilon"`   // BatchNorm epsilon (default 1e-5)
-	Ops        string  `mapstructure:"ops" yaml:"ops"`                 // layer implementation: fast (default) or gorgonia (the reference)
+	Ops        string  `mapstructure:"ops" yaml:"ops"`                 // layer implementation: fast (default; conv, pooling, BatchNorm, LSTM, embedding) or gorgonia (the reference)
 }
 
 // Values of Config.Ops: the fast ops of this package (conv, pooling, BatchNorm,

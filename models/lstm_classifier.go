@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	G "gorgonia.org/gorgonia"
-	"gorgonia.org/tensor"
 )
 
 // lstmAccepts accepts classification images (C, H, W) with at least 2 rows: the
@@ -25,9 +24,8 @@ func lstmAccepts(c Config, in Input) error {
 func buildLSTMClassifier(b *builder, x *G.Node, in Input, batch int) *G.Node {
 	c, h, w := in.Shape[0], in.Shape[1], in.Shape[2]
 	if c > 1 { // step t takes row t of every channel: (B, C, H, W) -> (B, H, C, W)
-		x = must(G.Transpose(x, 0, 2, 1, 3))
+		x = b.rearranged(x, must(G.Transpose(x, 0, 2, 1, 3)))
 	}
-	steps := b.unstack(must(G.Reshape(x, tensor.Shape{batch, h, c * w})))
-	hs := b.lstm(steps, c*w, b.cfg.HiddenSize, "lstm")
-	return b.linear(hs[len(hs)-1], b.cfg.HiddenSize, in.Classes, "fc")
+	last := b.lstmLast(seq{whole: b.reshape(x, batch, h, c*w)}, c*w, b.cfg.HiddenSize, "lstm")
+	return b.linear(last, b.cfg.HiddenSize, in.Classes, "fc")
 }

@@ -17,6 +17,47 @@ const (
 	maxSteps  = sliceSpan * 256
 )
 
+// seq is a batch of B sequences of T steps of D features, in the form the layer
+// that made it works in: one (B, T, D) node (the fast ops) or T nodes of shape
+// (B, D) (Gorgonia's per-step ops). Layers take either: wholeSeq and stepSeq
+// convert only when the form differs.
+type seq struct {
+	whole *G.Node
+	steps []*G.Node
+}
+
+// wholeSeq is s as one (B, T, D) node.
+func (b *builder) wholeSeq(s seq) *G.Node {
+	if s.whole != nil {
+		return s.whole
+	}
+	return b.stack(s.steps)
+}
+
+// stepSeq is s as T nodes of shape (B, D). Unstacking a node that needs a
+// gradient costs O(T²) in the backward pass (see unstack).
+func (b *builder) stepSeq(s seq) []*G.Node {
+	if s.steps != nil {
+		return s.steps
+	}
+	return b.unstack(s.whole)
+}
+
+// reshape is G.Reshape that keeps the mark of a graph input (see rearranged).
+func (b *builder) reshape(x *G.Node, shape ...int) *G.Node {
+	return b.rearranged(x, must(G.Reshape(x, tensor.Shape(shape))))
+}
+
+// rearranged returns y, the values of x rearranged (a reshape or transpose),
+// marked as an input if x is one: it needs no gradient either, and the fast
+// ops skip its input gradient.
+func (b *builder) rearranged(x, y *G.Node) *G.Node {
+	if b.inputs[x] {
+		b.inputs[y] = true
+	}
+	return y
+}
+
 // unstack splits x of shape (B, T, D) into T nodes of shape (B, D), one per
 // time step. Use it on inputs that need no gradient: slicing a node that does
 // costs a full-size gradient tensor per slice in Gorgonia, O(T²) for a sequence.
