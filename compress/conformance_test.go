@@ -259,6 +259,27 @@ func TestCountedBytesEqualEncodedLength(t *testing.T) {
 			}
 			wg.Wait()
 			tr := xs[0].Traffic()
+			// Per-kind accounting covers every byte, and an element-wise
+			// compressor books each kind at its own size: fp16 halves every
+			// kind's dense float32 bytes.
+			want := map[string]int64{} // fp16: 2 bytes per compressed value, 4 per dense one
+			for _, t := range xs[0].packed {
+				want[string(t.Kind)] += int64(2 * t.Size)
+			}
+			for _, t := range xs[0].dense {
+				want[string(t.Kind)] += int64(4 * t.Size)
+			}
+			var wireSum, denseSum int64
+			for k, wv := range tr.WireByKind {
+				wireSum += wv
+				denseSum += tr.DenseByKind[k]
+				if name == "fp16" && wv != want[k] {
+					t.Errorf("fp16: kind %s booked %d bytes, want %d", k, wv, want[k])
+				}
+			}
+			if wireSum != tr.Wire || denseSum != tr.Dense {
+				t.Errorf("per-kind bytes sum to %d wire, %d dense; totals %d, %d", wireSum, denseSum, tr.Wire, tr.Dense)
+			}
 			denseBytes := 4 * int64(len(xs[0].dbuf))
 			if xs[0].Compressor() == nil { // none: everything dense
 				if tr.Wire != denseBytes || cms[0].reduced != int64(len(xs[0].dbuf)) {

@@ -6,10 +6,13 @@ import "github.com/gradwire/gradwire/dist"
 // value on the wire. The simulated sum adds the half-precision values in float32
 // (real fp16 all-reduces also round the partial sums, so this is slightly
 // optimistic about accuracy, exact about bytes).
-type fp16 struct{ buf []float32 }
+type fp16 struct {
+	buf []float32
+	tw  []int64 // Payload.TensorWire: 2 bytes per value of each tensor
+}
 
 func newFP16(_ Config, tensors []Tensor, _, _ int, _ int64, _ Hyper) (Compressor, error) {
-	return &fp16{buf: make([]float32, packedSize(tensors))}, nil
+	return &fp16{buf: make([]float32, packedSize(tensors)), tw: elementWire(tensors, 2)}, nil
 }
 
 func (c *fp16) Kind() dist.Kind                     { return dist.KindAllReduce }
@@ -21,7 +24,7 @@ func (c *fp16) SetState(map[string][]float32) error { return nil }
 func (c *fp16) Compress(_ int, grad []float32, _ Combined, _ Context) (Payload, error) {
 	copy(c.buf, grad)
 	RoundF16(c.buf)
-	return Payload{Floats: c.buf, Wire: int64(2 * len(c.buf))}, nil
+	return Payload{Floats: c.buf, Wire: int64(2 * len(c.buf)), TensorWire: c.tw}, nil
 }
 
 func (c *fp16) Decompress(last Combined, dst []float32, _ Context) error {

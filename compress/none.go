@@ -5,10 +5,13 @@ import "github.com/gradwire/gradwire/dist"
 // none sends dense float32 gradients through one all-reduce: the baseline every
 // ratio is measured against. (The exchange sends every tensor dense for "none";
 // the compressor exists so that it passes the same conformance test.)
-type none struct{ buf []float32 }
+type none struct {
+	buf []float32
+	tw  []int64 // Payload.TensorWire: 4 bytes per value of each tensor
+}
 
 func newNone(_ Config, tensors []Tensor, _, _ int, _ int64, _ Hyper) (Compressor, error) {
-	return &none{buf: make([]float32, packedSize(tensors))}, nil
+	return &none{buf: make([]float32, packedSize(tensors)), tw: elementWire(tensors, 4)}, nil
 }
 
 func (c *none) Kind() dist.Kind                     { return dist.KindAllReduce }
@@ -19,11 +22,21 @@ func (c *none) SetState(map[string][]float32) error { return nil }
 
 func (c *none) Compress(_ int, grad []float32, _ Combined, _ Context) (Payload, error) {
 	copy(c.buf, grad)
-	return Payload{Floats: c.buf, Wire: int64(4 * len(c.buf))}, nil
+	return Payload{Floats: c.buf, Wire: int64(4 * len(c.buf)), TensorWire: c.tw}, nil
 }
 
 func (c *none) Decompress(last Combined, dst []float32, _ Context) error {
 	return meanInto(dst, last)
+}
+
+// elementWire is the TensorWire of a compressor that sends every value of
+// every tensor in bytesPer bytes, so that per-kind ratios are booked right.
+func elementWire(tensors []Tensor, bytesPer int) []int64 {
+	tw := make([]int64, len(tensors))
+	for i, t := range tensors {
+		tw[i] = int64(bytesPer * t.Size)
+	}
+	return tw
 }
 
 // packedSize is the length of the packed buffer of tensors.
