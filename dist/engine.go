@@ -57,6 +57,11 @@ type Engine struct {
 	grads    [][]float32  // per local worker
 	losses   [][]float32  // per local worker, one value
 	compute  []time.Duration
+	// Per-step scratch, one slot per local worker, reused so that a step
+	// allocates nothing here: each ready channel carries exactly one value a step.
+	ready  []chan error
+	errs   []error
+	causes []error // the model's own failures (a NaN loss, say)
 }
 
 // NewEngine builds an engine over the local members (ranks Rank()..Rank()+len-1 of
@@ -75,7 +80,11 @@ func NewEngine(members []Collective, replicas []Replica, exchange []Exchanger) (
 			return nil, fmt.Errorf("dist: replica %d has %d parameters, replica 0 has %d", i, len(r.Flat()), n)
 		}
 	}
-	e := &Engine{replicas: replicas, members: members, compute: make([]time.Duration, len(members))}
+	e := &Engine{replicas: replicas, members: members, compute: make([]time.Duration, len(members)),
+		ready: make([]chan error, len(members)), errs: make([]error, len(members)), causes: make([]error, len(members))}
+	for w := range e.ready {
+		e.ready[w] = make(chan error, 1)
+	}
 	if exchange != nil && len(exchange) != len(members) {
 		return nil, fmt.Errorf("dist: %d exchanges for %d workers", len(exchange), len(members))
 	}
@@ -110,14 +119,12 @@ func (e *Engine) Replicas() []Replica { return e.replicas }
 // returns the mean loss over all workers.
 func (e *Engine) Step(step int, batch func(w int) ([]float32, []int32)) (float64, error) {
 	nw, nr := len(e.members), len(e.replicas)
-	ready := make([]chan error, nw)
-	for w := range ready {
-		ready[w] = make(chan error, 1)
-	}
-	// causes holds the model's own failures (a NaN loss, say), by worker; the
-	// other workers' errors are consequences (aborted collectives, gradients
-	// never computed) and would bury the cause in the message.
-	causes := make([]error, nw)
+	// causes holds the model's own failures by worker; the other workers'
+	// errors are consequences (aborted collectives, gradients never computed)
+	// and would bury the cause in the message.
+	ready, errs, causes := e.ready, e.errs, e.causes
+	clear(errs)
+	clear(causes)
 	var wg sync.WaitGroup
 	for r := 0; r < nr; r++ {
 		wg.Add(1)
@@ -145,7 +152,6 @@ func (e *Engine) Step(step int, batch func(w int) ([]float32, []int32)) (float64
 			}
 		}(r)
 	}
-	errs := make([]error, nw)
 	for w := 0; w < nw; w++ {
 		wg.Add(1)
 		go func(w int) {
