@@ -56,7 +56,7 @@ func batchNormOp(x, gamma, beta *G.Node, relu, training bool, momentum, eps floa
 		return nil, nil, err
 	}
 	c := s[1]
-	op := &bnOp{&bnState{
+	op := &bnOp{plainOp{}, &bnState{
 		id: nextOpID(), relu: relu, momentum: momentum, eps: eps, training: training,
 		dims: len(s), pdims: gamma.Dims(),
 		mean: make([]float64, c), invstd: make([]float64, c),
@@ -120,13 +120,13 @@ func (st *bnState) Reset() error {
 	return nil
 }
 
-type bnOp struct{ *bnState }
+type bnOp struct {
+	plainOp
+	*bnState
+}
 
 func (op *bnOp) Arity() int            { return 3 }
 func (op *bnOp) Type() hm.Type         { return fnType(op.dims, op.dims, op.pdims, op.pdims) }
-func (op *bnOp) ReturnsPtr() bool      { return false }
-func (op *bnOp) CallsExtern() bool     { return false }
-func (op *bnOp) OverwritesInput() int  { return -1 }
 func (op *bnOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "fastBatchNorm#%d", op.id) }
 func (op *bnOp) Hashcode() uint32      { return hashOp(op) }
 func (op *bnOp) DiffWRT(int) []bool    { return []bool{true, true, true} }
@@ -265,15 +265,13 @@ func (st *bnState) checkTraining(op fmt.Stringer) error {
 // output gradient masked by the ReLU): the gradients of beta and gamma, and
 // the two means the input gradient subtracts.
 type bnSumsOp struct {
+	plainOp
 	st   *bnState
 	sums *tensor.Dense
 }
 
 func (op *bnSumsOp) Arity() int            { return 3 }
 func (op *bnSumsOp) Type() hm.Type         { return fnType(2, op.st.dims, op.st.dims, op.st.dims) }
-func (op *bnSumsOp) ReturnsPtr() bool      { return false }
-func (op *bnSumsOp) CallsExtern() bool     { return false }
-func (op *bnSumsOp) OverwritesInput() int  { return -1 }
 func (op *bnSumsOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "fastBatchNormSums#%d", op.st.id) }
 func (op *bnSumsOp) Hashcode() uint32      { return hashOp(op) }
 func (op *bnSumsOp) DiffWRT(int) []bool    { return []bool{false, false, false} }
@@ -393,6 +391,7 @@ func gradDots64(x, y, dy []float64, mean float64) (float64, float64) {
 
 // bnDataGradOp computes dx = gamma/std · (g - mean(g) - x̂·mean(g·x̂)).
 type bnDataGradOp struct {
+	plainOp
 	st *bnState
 	dx *tensor.Dense
 }
@@ -402,9 +401,6 @@ func (op *bnDataGradOp) Type() hm.Type {
 	d := op.st.dims
 	return fnType(d, d, d, d, op.st.pdims, 2)
 }
-func (op *bnDataGradOp) ReturnsPtr() bool      { return false }
-func (op *bnDataGradOp) CallsExtern() bool     { return false }
-func (op *bnDataGradOp) OverwritesInput() int  { return -1 }
 func (op *bnDataGradOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "fastBatchNormDataGrad#%d", op.st.id) }
 func (op *bnDataGradOp) Hashcode() uint32      { return hashOp(op) }
 func (op *bnDataGradOp) DiffWRT(int) []bool    { return []bool{false, false, false, false, false} }
@@ -491,6 +487,7 @@ func bnGradPlane[T elem](dx, x, y, dy []T, mean, scale, m1, m2 T, relu bool) {
 // bnRowOp returns one row of the (2, C) sums, shaped like the parameter it is
 // the gradient of: row 0 for beta, row 1 for gamma.
 type bnRowOp struct {
+	plainOp
 	st    *bnState
 	row   int
 	shape tensor.Shape
@@ -499,9 +496,6 @@ type bnRowOp struct {
 
 func (op *bnRowOp) Arity() int            { return 1 }
 func (op *bnRowOp) Type() hm.Type         { return fnType(op.shape.Dims(), 2) }
-func (op *bnRowOp) ReturnsPtr() bool      { return false }
-func (op *bnRowOp) CallsExtern() bool     { return false }
-func (op *bnRowOp) OverwritesInput() int  { return -1 }
 func (op *bnRowOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "fastBatchNormRow%d#%d", op.row, op.st.id) }
 func (op *bnRowOp) Hashcode() uint32      { return hashOp(op) }
 func (op *bnRowOp) DiffWRT(int) []bool    { return []bool{false} }

@@ -94,6 +94,15 @@ func fnType(out int, in ...int) hm.Type {
 	return hm.NewFnType(append(ts, tensorType(out))...)
 }
 
+// plainOp gives an op the answers every fast op shares: it returns a value,
+// not a pointer into its input; it calls no external code (CallsExtern true
+// would make Gorgonia allocate before every call); it overwrites no input.
+type plainOp struct{}
+
+func (plainOp) ReturnsPtr() bool     { return false }
+func (plainOp) CallsExtern() bool    { return false }
+func (plainOp) OverwritesInput() int { return -1 }
+
 // noSecondOrder is the SymDiff of backward ops.
 func noSecondOrder(op fmt.Stringer) error {
 	return fmt.Errorf("%v: second derivatives are not implemented", op)

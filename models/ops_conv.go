@@ -316,7 +316,7 @@ type convState struct {
 // is false when x is an input that needs no gradient.
 func conv2dOp(ws *workspace, x, w *G.Node, stride, pad int, needDX bool) (*G.Node, error) {
 	st := &convState{id: nextOpID(), k: w.Shape()[2], stride: stride, pad: pad, needDX: needDX, ws: ws}
-	return G.ApplyOp(&convOp{st}, x, w)
+	return G.ApplyOp(&convOp{plainOp{}, st}, x, w)
 }
 
 // geom checks the input and weight shapes and derives the sizes.
@@ -336,13 +336,13 @@ func (st *convState) geom(xs, ws tensor.Shape) (convGeom, error) {
 	return g, nil
 }
 
-type convOp struct{ *convState }
+type convOp struct {
+	plainOp
+	*convState
+}
 
 func (op *convOp) Arity() int            { return 2 }
 func (op *convOp) Type() hm.Type         { return fnType(4, 4, 4) }
-func (op *convOp) ReturnsPtr() bool      { return false }
-func (op *convOp) CallsExtern() bool     { return false }
-func (op *convOp) OverwritesInput() int  { return -1 }
 func (op *convOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "fastConv2d#%d", op.id) }
 func (op *convOp) Hashcode() uint32      { return hashOp(op) }
 func (op *convOp) DiffWRT(int) []bool    { return []bool{op.needDX, true} }
@@ -388,11 +388,11 @@ func (op *convOp) SymDiff(inputs G.Nodes, _, grad *G.Node) (G.Nodes, error) {
 	var dx *G.Node
 	if op.needDX {
 		var err error
-		if dx, err = G.ApplyOp(&convDataGradOp{op.convState, x.Shape().Clone()}, w, grad); err != nil {
+		if dx, err = G.ApplyOp(&convDataGradOp{plainOp{}, op.convState, x.Shape().Clone()}, w, grad); err != nil {
 			return nil, err
 		}
 	}
-	dw, err := G.ApplyOp(&convFilterGradOp{op.convState, w.Shape().Clone()}, x, grad)
+	dw, err := G.ApplyOp(&convFilterGradOp{plainOp{}, op.convState, w.Shape().Clone()}, x, grad)
 	if err != nil {
 		return nil, err
 	}
@@ -401,15 +401,13 @@ func (op *convOp) SymDiff(inputs G.Nodes, _, grad *G.Node) (G.Nodes, error) {
 
 // convDataGradOp computes dx from (w, dy).
 type convDataGradOp struct {
+	plainOp
 	*convState
 	xShape tensor.Shape
 }
 
 func (op *convDataGradOp) Arity() int            { return 2 }
 func (op *convDataGradOp) Type() hm.Type         { return fnType(4, 4, 4) }
-func (op *convDataGradOp) ReturnsPtr() bool      { return false }
-func (op *convDataGradOp) CallsExtern() bool     { return false }
-func (op *convDataGradOp) OverwritesInput() int  { return -1 }
 func (op *convDataGradOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "fastConv2dDataGrad#%d", op.id) }
 func (op *convDataGradOp) Hashcode() uint32      { return hashOp(op) }
 func (op *convDataGradOp) String() string        { return op.name("Conv2dDataGrad") }
@@ -445,15 +443,13 @@ func (op *convDataGradOp) Do(vals ...G.Value) (G.Value, error) {
 
 // convFilterGradOp computes dw from (x, dy).
 type convFilterGradOp struct {
+	plainOp
 	*convState
 	wShape tensor.Shape
 }
 
 func (op *convFilterGradOp) Arity() int            { return 2 }
 func (op *convFilterGradOp) Type() hm.Type         { return fnType(4, 4, 4) }
-func (op *convFilterGradOp) ReturnsPtr() bool      { return false }
-func (op *convFilterGradOp) CallsExtern() bool     { return false }
-func (op *convFilterGradOp) OverwritesInput() int  { return -1 }
 func (op *convFilterGradOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "fastConv2dFilterGrad#%d", op.id) }
 func (op *convFilterGradOp) Hashcode() uint32      { return hashOp(op) }
 func (op *convFilterGradOp) String() string        { return op.name("Conv2dFilterGrad") }

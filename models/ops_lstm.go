@@ -76,7 +76,7 @@ func lstmLayerOp(ws *workspace, x, wx, wh, bias *G.Node, last, needDX bool) (*G.
 	if err := st.check(xs, wx.Shape(), hs, bias.Shape()); err != nil {
 		return nil, err
 	}
-	return G.ApplyOp(&lstmOp{st}, x, wx, wh, bias)
+	return G.ApplyOp(&lstmOp{plainOp{}, st}, x, wx, wh, bias)
 }
 
 func (st *lstmState) check(xs, wxs, whs, bs tensor.Shape) error {
@@ -101,13 +101,13 @@ func (st *lstmState) name(kind string) string {
 	return fmt.Sprintf("%s(%dx%dx%d->%d,last=%v)#%d", kind, d.b, d.t, d.in, d.h, st.last, st.id)
 }
 
-type lstmOp struct{ *lstmState }
+type lstmOp struct {
+	plainOp
+	*lstmState
+}
 
 func (op *lstmOp) Arity() int            { return 4 }
 func (op *lstmOp) Type() hm.Type         { return fnType(len(op.outShape()), 3, 2, 2, 1) }
-func (op *lstmOp) ReturnsPtr() bool      { return false }
-func (op *lstmOp) CallsExtern() bool     { return false }
-func (op *lstmOp) OverwritesInput() int  { return -1 }
 func (op *lstmOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "fastLSTM#%d", op.id) }
 func (op *lstmOp) Hashcode() uint32      { return hashOp(op) }
 func (op *lstmOp) DiffWRT(int) []bool    { return []bool{op.needDX, true, true, true} }
@@ -302,21 +302,21 @@ func (op *lstmOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error)
 	x, wx, wh := inputs[0], inputs[1], inputs[2]
 	// The output is an input of the backward op so that no in-place op
 	// overwrites it before: with !last it is the hidden states the op reads.
-	db, err := G.ApplyOp(&lstmBackOp{op.lstmState}, x, wx, wh, output, grad)
+	db, err := G.ApplyOp(&lstmBackOp{plainOp{}, op.lstmState}, x, wx, wh, output, grad)
 	if err != nil {
 		return nil, err
 	}
 	var dx *G.Node
 	if op.needDX {
-		if dx, err = G.ApplyOp(&lstmGradOp{op.lstmState, 0}, db); err != nil {
+		if dx, err = G.ApplyOp(&lstmGradOp{plainOp{}, op.lstmState, 0}, db); err != nil {
 			return nil, err
 		}
 	}
-	dwx, err := G.ApplyOp(&lstmGradOp{op.lstmState, 1}, db)
+	dwx, err := G.ApplyOp(&lstmGradOp{plainOp{}, op.lstmState, 1}, db)
 	if err != nil {
 		return nil, err
 	}
-	dwh, err := G.ApplyOp(&lstmGradOp{op.lstmState, 2}, db)
+	dwh, err := G.ApplyOp(&lstmGradOp{plainOp{}, op.lstmState, 2}, db)
 	if err != nil {
 		return nil, err
 	}
@@ -326,16 +326,16 @@ func (op *lstmOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error)
 // lstmBackOp runs backpropagation through time for the whole layer and
 // returns the bias gradient; it leaves dx, dWx and dWh in the state for
 // lstmGradOp.
-type lstmBackOp struct{ *lstmState }
+type lstmBackOp struct {
+	plainOp
+	*lstmState
+}
 
 func (op *lstmBackOp) Arity() int { return 5 }
 func (op *lstmBackOp) Type() hm.Type {
 	o := len(op.outShape())
 	return fnType(1, 3, 2, 2, o, o)
 }
-func (op *lstmBackOp) ReturnsPtr() bool      { return false }
-func (op *lstmBackOp) CallsExtern() bool     { return false }
-func (op *lstmBackOp) OverwritesInput() int  { return -1 }
 func (op *lstmBackOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "fastLSTMBack#%d", op.id) }
 func (op *lstmBackOp) Hashcode() uint32      { return hashOp(op) }
 func (op *lstmBackOp) DiffWRT(int) []bool    { return []bool{false, false, false, false, false} }
@@ -533,6 +533,7 @@ func lstmCellGrad[T elem](a, cp, tc, dh, dc []T) {
 // (0), Wx (1) or Wh (2). Its input, the bias gradient, orders it after the
 // backward op.
 type lstmGradOp struct {
+	plainOp
 	*lstmState
 	which int
 }
@@ -546,9 +547,6 @@ func (op *lstmGradOp) Type() hm.Type {
 	}
 	return fnType(2, 1)
 }
-func (op *lstmGradOp) ReturnsPtr() bool     { return false }
-func (op *lstmGradOp) CallsExtern() bool    { return false }
-func (op *lstmGradOp) OverwritesInput() int { return -1 }
 func (op *lstmGradOp) WriteHash(h hash.Hash) {
 	fmt.Fprintf(h, "fastLSTMGrad%s#%d", lstmGradNames[op.which], op.id)
 }

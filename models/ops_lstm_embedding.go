@@ -38,18 +38,18 @@ func embedLookupOp(x, e *G.Node, needDX bool) (*G.Node, error) {
 	if len(xs) != 2 || len(es) != 2 || xs[1] != es[0] {
 		return nil, fmt.Errorf("embedding: input %v and table %v do not fit", xs, es)
 	}
-	return G.ApplyOp(&embedOp{&embedState{id: nextOpID(), needDX: needDX}}, x, e)
+	return G.ApplyOp(&embedOp{plainOp{}, &embedState{id: nextOpID(), needDX: needDX}}, x, e)
 }
 
 func (st *embedState) name(kind string) string { return fmt.Sprintf("%s#%d", kind, st.id) }
 
-type embedOp struct{ *embedState }
+type embedOp struct {
+	plainOp
+	*embedState
+}
 
 func (op *embedOp) Arity() int            { return 2 }
 func (op *embedOp) Type() hm.Type         { return fnType(2, 2, 2) }
-func (op *embedOp) ReturnsPtr() bool      { return false }
-func (op *embedOp) CallsExtern() bool     { return false }
-func (op *embedOp) OverwritesInput() int  { return -1 }
 func (op *embedOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "fastEmbedding#%d", op.id) }
 func (op *embedOp) Hashcode() uint32      { return hashOp(op) }
 func (op *embedOp) DiffWRT(int) []bool    { return []bool{op.needDX, true} }
@@ -133,11 +133,11 @@ func (op *embedOp) SymDiff(inputs G.Nodes, _, grad *G.Node) (G.Nodes, error) {
 	var dx *G.Node
 	if op.needDX {
 		var err error
-		if dx, err = G.ApplyOp(&embedDataGradOp{op.embedState, x.Shape().Clone()}, e, grad); err != nil {
+		if dx, err = G.ApplyOp(&embedDataGradOp{plainOp{}, op.embedState, x.Shape().Clone()}, e, grad); err != nil {
 			return nil, err
 		}
 	}
-	de, err := G.ApplyOp(&embedTableGradOp{op.embedState, e.Shape().Clone()}, grad)
+	de, err := G.ApplyOp(&embedTableGradOp{plainOp{}, op.embedState, e.Shape().Clone()}, grad)
 	if err != nil {
 		return nil, err
 	}
@@ -146,15 +146,13 @@ func (op *embedOp) SymDiff(inputs G.Nodes, _, grad *G.Node) (G.Nodes, error) {
 
 // embedTableGradOp computes dE = xᵀ·dy from the listed nonzeros.
 type embedTableGradOp struct {
+	plainOp
 	*embedState
 	eShape tensor.Shape
 }
 
-func (op *embedTableGradOp) Arity() int           { return 1 }
-func (op *embedTableGradOp) Type() hm.Type        { return fnType(2, 2) }
-func (op *embedTableGradOp) ReturnsPtr() bool     { return false }
-func (op *embedTableGradOp) CallsExtern() bool    { return false }
-func (op *embedTableGradOp) OverwritesInput() int { return -1 }
+func (op *embedTableGradOp) Arity() int    { return 1 }
+func (op *embedTableGradOp) Type() hm.Type { return fnType(2, 2) }
 func (op *embedTableGradOp) WriteHash(h hash.Hash) {
 	fmt.Fprintf(h, "fastEmbeddingTableGrad#%d", op.id)
 }
@@ -209,15 +207,13 @@ func embedTableGrad[T elem](st *embedState, dy, de []T, d int) {
 
 // embedDataGradOp computes dx = dy·Eᵀ.
 type embedDataGradOp struct {
+	plainOp
 	*embedState
 	xShape tensor.Shape
 }
 
 func (op *embedDataGradOp) Arity() int            { return 2 }
 func (op *embedDataGradOp) Type() hm.Type         { return fnType(2, 2, 2) }
-func (op *embedDataGradOp) ReturnsPtr() bool      { return false }
-func (op *embedDataGradOp) CallsExtern() bool     { return false }
-func (op *embedDataGradOp) OverwritesInput() int  { return -1 }
 func (op *embedDataGradOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "fastEmbeddingDataGrad#%d", op.id) }
 func (op *embedDataGradOp) Hashcode() uint32      { return hashOp(op) }
 func (op *embedDataGradOp) DiffWRT(int) []bool    { return []bool{false, false} }

@@ -26,7 +26,7 @@ type poolState struct {
 
 // maxPool2dOp builds a k×k max-pool with the given stride over (N, C, H, W).
 func maxPool2dOp(x *G.Node, k, stride int) (*G.Node, error) {
-	return G.ApplyOp(&maxPoolOp{&poolState{id: nextOpID(), k: k, stride: stride}}, x)
+	return G.ApplyOp(&maxPoolOp{plainOp{}, &poolState{id: nextOpID(), k: k, stride: stride}}, x)
 }
 
 func (st *poolState) outShape(s tensor.Shape) (tensor.Shape, error) {
@@ -36,13 +36,13 @@ func (st *poolState) outShape(s tensor.Shape) (tensor.Shape, error) {
 	return tensor.Shape{s[0], s[1], (s[2]-st.k)/st.stride + 1, (s[3]-st.k)/st.stride + 1}, nil
 }
 
-type maxPoolOp struct{ *poolState }
+type maxPoolOp struct {
+	plainOp
+	*poolState
+}
 
 func (op *maxPoolOp) Arity() int            { return 1 }
 func (op *maxPoolOp) Type() hm.Type         { return fnType(4, 4) }
-func (op *maxPoolOp) ReturnsPtr() bool      { return false }
-func (op *maxPoolOp) CallsExtern() bool     { return false }
-func (op *maxPoolOp) OverwritesInput() int  { return -1 }
 func (op *maxPoolOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "fastMaxPool#%d", op.id) }
 func (op *maxPoolOp) Hashcode() uint32      { return hashOp(op) }
 func (op *maxPoolOp) DiffWRT(int) []bool    { return []bool{true} }
@@ -175,6 +175,7 @@ func (op *maxPoolOp) SymDiff(inputs G.Nodes, _, grad *G.Node) (G.Nodes, error) {
 
 // maxPoolGradOp adds each output gradient to the input position of its maximum.
 type maxPoolGradOp struct {
+	plainOp
 	*poolState
 	xShape tensor.Shape
 	dx     *tensor.Dense
@@ -182,9 +183,6 @@ type maxPoolGradOp struct {
 
 func (op *maxPoolGradOp) Arity() int            { return 1 }
 func (op *maxPoolGradOp) Type() hm.Type         { return fnType(4, 4) }
-func (op *maxPoolGradOp) ReturnsPtr() bool      { return false }
-func (op *maxPoolGradOp) CallsExtern() bool     { return false }
-func (op *maxPoolGradOp) OverwritesInput() int  { return -1 }
 func (op *maxPoolGradOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "fastMaxPoolGrad#%d", op.id) }
 func (op *maxPoolGradOp) Hashcode() uint32      { return hashOp(op) }
 func (op *maxPoolGradOp) DiffWRT(int) []bool    { return []bool{false} }
@@ -232,6 +230,7 @@ func unpool[T elem](dx, dy []T, arg []int32, planes, hw, ohw int) {
 // backward op spreads each gradient evenly over its plane. (Gorgonia's mean
 // allocates the (N·C, H·W) gradient every step.)
 type globalAvgPoolOp struct {
+	plainOp
 	id int64
 	y  *tensor.Dense
 }
@@ -243,9 +242,6 @@ func globalAvgPool2dOp(x *G.Node) (*G.Node, error) {
 
 func (op *globalAvgPoolOp) Arity() int            { return 1 }
 func (op *globalAvgPoolOp) Type() hm.Type         { return fnType(2, 4) }
-func (op *globalAvgPoolOp) ReturnsPtr() bool      { return false }
-func (op *globalAvgPoolOp) CallsExtern() bool     { return false }
-func (op *globalAvgPoolOp) OverwritesInput() int  { return -1 }
 func (op *globalAvgPoolOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "fastGlobalAvgPool#%d", op.id) }
 func (op *globalAvgPoolOp) Hashcode() uint32      { return hashOp(op) }
 func (op *globalAvgPoolOp) DiffWRT(int) []bool    { return []bool{true} }
@@ -294,16 +290,14 @@ func (op *globalAvgPoolOp) SymDiff(inputs G.Nodes, _, grad *G.Node) (G.Nodes, er
 
 // globalAvgPoolGradOp writes dx[n, c, :] = dy[n, c] / (H·W).
 type globalAvgPoolGradOp struct {
+	plainOp
 	id     int64 // the forward op's
 	xShape tensor.Shape
 	dx     *tensor.Dense
 }
 
-func (op *globalAvgPoolGradOp) Arity() int           { return 1 }
-func (op *globalAvgPoolGradOp) Type() hm.Type        { return fnType(4, 2) }
-func (op *globalAvgPoolGradOp) ReturnsPtr() bool     { return false }
-func (op *globalAvgPoolGradOp) CallsExtern() bool    { return false }
-func (op *globalAvgPoolGradOp) OverwritesInput() int { return -1 }
+func (op *globalAvgPoolGradOp) Arity() int    { return 1 }
+func (op *globalAvgPoolGradOp) Type() hm.Type { return fnType(4, 2) }
 func (op *globalAvgPoolGradOp) WriteHash(h hash.Hash) {
 	fmt.Fprintf(h, "fastGlobalAvgPoolGrad#%d", op.id)
 }

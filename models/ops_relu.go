@@ -28,6 +28,7 @@ func channels(s tensor.Shape) (n, c, inner int) {
 
 // biasOp adds a per-channel bias, with an optional ReLU.
 type biasOp struct {
+	plainOp
 	id   int64
 	dims int
 	relu bool
@@ -42,9 +43,6 @@ func biasAct(x, b *G.Node, relu bool) (*G.Node, error) {
 
 func (op *biasOp) Arity() int            { return 2 }
 func (op *biasOp) Type() hm.Type         { return fnType(op.dims, op.dims, 1) }
-func (op *biasOp) ReturnsPtr() bool      { return false }
-func (op *biasOp) CallsExtern() bool     { return false }
-func (op *biasOp) OverwritesInput() int  { return -1 }
 func (op *biasOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "fastBias(relu=%v)#%d", op.relu, op.id) }
 func (op *biasOp) Hashcode() uint32      { return hashOp(op) }
 func (op *biasOp) DiffWRT(int) []bool    { return []bool{true, true} }
@@ -122,6 +120,7 @@ func (op *biasOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error)
 
 // addReluOp is max(a + b, 0) for two tensors of the same shape.
 type addReluOp struct {
+	plainOp
 	id   int64
 	dims int
 	y    *tensor.Dense
@@ -134,9 +133,6 @@ func addReLU(a, b *G.Node) (*G.Node, error) {
 
 func (op *addReluOp) Arity() int            { return 2 }
 func (op *addReluOp) Type() hm.Type         { return fnType(op.dims, op.dims, op.dims) }
-func (op *addReluOp) ReturnsPtr() bool      { return false }
-func (op *addReluOp) CallsExtern() bool     { return false }
-func (op *addReluOp) OverwritesInput() int  { return -1 }
 func (op *addReluOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "fastAddReLU#%d", op.id) }
 func (op *addReluOp) Hashcode() uint32      { return hashOp(op) }
 func (op *addReluOp) DiffWRT(int) []bool    { return []bool{true, true} }
@@ -185,6 +181,7 @@ func chunked(n int, f func(lo, hi int)) {
 
 // reluGradOp is dy where the ReLU output y is positive, else 0.
 type reluGradOp struct {
+	plainOp
 	id   int64 // the forward op's
 	dims int
 	d    *tensor.Dense
@@ -192,9 +189,6 @@ type reluGradOp struct {
 
 func (op *reluGradOp) Arity() int            { return 2 }
 func (op *reluGradOp) Type() hm.Type         { return fnType(op.dims, op.dims, op.dims) }
-func (op *reluGradOp) ReturnsPtr() bool      { return false }
-func (op *reluGradOp) CallsExtern() bool     { return false }
-func (op *reluGradOp) OverwritesInput() int  { return -1 }
 func (op *reluGradOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "fastReLUGrad#%d", op.id) }
 func (op *reluGradOp) Hashcode() uint32      { return hashOp(op) }
 func (op *reluGradOp) DiffWRT(int) []bool    { return []bool{false, false} }
@@ -230,6 +224,7 @@ func (op *reluGradOp) Do(vals ...G.Value) (G.Value, error) {
 
 // biasGradOp sums a gradient (N, C, ...) over every axis but the channel.
 type biasGradOp struct {
+	plainOp
 	id     int64 // the forward op's
 	dims   int
 	bShape tensor.Shape
@@ -238,9 +233,6 @@ type biasGradOp struct {
 
 func (op *biasGradOp) Arity() int            { return 1 }
 func (op *biasGradOp) Type() hm.Type         { return fnType(op.bShape.Dims(), op.dims) }
-func (op *biasGradOp) ReturnsPtr() bool      { return false }
-func (op *biasGradOp) CallsExtern() bool     { return false }
-func (op *biasGradOp) OverwritesInput() int  { return -1 }
 func (op *biasGradOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "fastBiasGrad#%d", op.id) }
 func (op *biasGradOp) Hashcode() uint32      { return hashOp(op) }
 func (op *biasGradOp) DiffWRT(int) []bool    { return []bool{false} }
