@@ -32,17 +32,12 @@ func TestBenchFormats(t *testing.T) {
 }
 
 func TestBenchErrors(t *testing.T) {
-	for args, want := range map[string]string{
-		"--model vgg":                  "--model vgg",
-		"--model mlp --format xml":     `--format "xml"`,
-		"--model mlp --ops turbo":      "model.ops",
-		"--model mlp --steps 0":        "steps",
-		"--model mlp --batch 0":        "batch 0",
-		"--model mlp --batch 2 extra1": "unknown command",
-	} {
-		_, _, err := run(t, append([]string{"bench"}, strings.Fields(args)...)...)
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("bench %s: error %v, want it to mention %q", args, err, want)
-		}
-	}
+	wantErrors(t, []errorCase{
+		{[]string{"bench", "--model", "vgg"}, []string{"--model vgg"}},
+		{[]string{"bench", "--model", "mlp", "--format", "xml"}, []string{`--format "xml"`}},
+		{[]string{"bench", "--model", "mlp", "--ops", "turbo"}, []string{"model.ops"}},
+		{[]string{"bench", "--model", "mlp", "--steps", "0"}, []string{"steps"}},
+		{[]string{"bench", "--model", "mlp", "--batch", "0"}, []string{"batch 0"}},
+		{[]string{"bench", "--model", "mlp", "--batch", "2", "extra1"}, []string{"unknown command"}},
+	})
 }

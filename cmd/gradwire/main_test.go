@@ -20,6 +20,28 @@ func run(t *testing.T, args ...string) (string, string, error) {
 	return out.String(), errOut.String(), err
 }
 
+// errorCase is a command line that must fail with an error mentioning every want.
+type errorCase struct {
+	args []string
+	want []string
+}
+
+func wantErrors(t *testing.T, cases []errorCase) {
+	t.Helper()
+	for _, tc := range cases {
+		_, _, err := run(t, tc.args...)
+		if err == nil {
+			t.Errorf("%v: no error", tc.args)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%v: error %q does not mention %q", tc.args, err, w)
+			}
+		}
+	}
+}
+
 func TestVersion(t *testing.T) {
 	out, _, err := run(t, "version")
 	if err != nil || !strings.HasPrefix(out, "gradwire ") || !strings.Contains(out, "blas ") {
@@ -40,10 +62,7 @@ func TestTrainFlagErrors(t *testing.T) {
 	if err := os.WriteFile(typed, []byte("train:\n  epochs: five\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct {
-		args []string
-		want []string
-	}{
+	wantErrors(t, []errorCase{
 		{[]string{"train"}, []string{"--config FILE is required"}},
 		{[]string{"train", "--resume", "x", "--config", "y"}, []string{"do not combine"}},
 		{[]string{"train", "--config", bad}, []string{bad, `"optim.learning_rate"`, `"optim.lr"`}},
@@ -54,18 +73,7 @@ func TestTrainFlagErrors(t *testing.T) {
 		{[]string{"train", "--resume", t.TempDir()}, []string{"config.yaml"}},
 		{[]string{"data", "fetch", "imagenet", "--dir", t.TempDir()}, []string{"imagenet", "fashion-mnist"}},
 		{[]string{"train", "--epochs", "3"}, []string{"unknown flag"}},
-	} {
-		_, _, err := run(t, tc.args...)
-		if err == nil {
-			t.Errorf("%v: no error", tc.args)
-			continue
-		}
-		for _, w := range tc.want {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("%v: error %q does not mention %q", tc.args, err, w)
-			}
-		}
-	}
+	})
 }
 
 func TestHelpNamesEveryFlag(t *testing.T) {

@@ -33,10 +33,7 @@ func TestSweepAndReportErrors(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("base: nowhere.yaml\nvariatons: []\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct {
-		args []string
-		want []string
-	}{
+	wantErrors(t, []errorCase{
 		{[]string{"report"}, []string{"report needs one argument", "DIR"}},
 		{[]string{"report", "a", "b"}, []string{"report needs one argument"}},
 		{[]string{"report", filepath.Join(dir, "missing")}, []string{filepath.Join(dir, "missing"), "not a folder"}},
@@ -44,16 +41,5 @@ func TestSweepAndReportErrors(t *testing.T) {
 		{[]string{"sweep"}, []string{"--config FILE is required"}},
 		{[]string{"sweep", "--config", filepath.Join(dir, "none.yaml")}, []string{filepath.Join(dir, "none.yaml")}},
 		{[]string{"sweep", "--config", bad}, []string{bad, `unknown key "variatons"`}},
-	} {
-		_, _, err := run(t, tc.args...)
-		if err == nil {
-			t.Errorf("%v: no error", tc.args)
-			continue
-		}
-		for _, w := range tc.want {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("%v: error %q does not mention %q", tc.args, err, w)
-			}
-		}
-	}
+	})
 }
