@@ -1,6 +1,7 @@
 package sweep
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,11 +31,10 @@ func writeFailure(dir string, err error) error {
 
 // clearFailure removes an earlier failure record before a run is retried.
 func clearFailure(dir string) error {
-	err := os.Remove(filepath.Join(dir, failedFile))
-	if os.IsNotExist(err) {
-		return nil
+	if err := os.Remove(filepath.Join(dir, failedFile)); !errors.Is(err, os.ErrNotExist) {
+		return err
 	}
-	return err
+	return nil
 }
 
 // readFailure reads a failed run's record, if the run has one.
