@@ -21,6 +21,9 @@ type Config struct {
 	FP16Values bool `mapstructure:"fp16_values" yaml:"fp16_values"`
 	// DenseFP16 sends the tensors that travel dense as float16 (2 bytes a value).
 	DenseFP16 bool `mapstructure:"dense_fp16" yaml:"dense_fp16"`
+	// NarrowIndices sends the indices into tensors of at most 65,536 elements
+	// as 16-bit integers instead of 32-bit ones (topk, dgc).
+	NarrowIndices bool `mapstructure:"narrow_indices" yaml:"narrow_indices"`
 
 	DGC      DGCConfig      `mapstructure:"dgc" yaml:"dgc"`
 	AdaComp  AdaCompConfig  `mapstructure:"adacomp" yaml:"adacomp"`

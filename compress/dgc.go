@@ -41,6 +41,7 @@ type dgc struct {
 	cfg      DGCConfig
 	density  float64 // steady-state density (compress.density)
 	fp16     bool
+	narrow   bool // compress.narrow_indices
 	hyper    Hyper
 	tensors  []Tensor
 	worker   int
@@ -87,7 +88,7 @@ func newDGC(cfg Config, tensors []Tensor, worker, workers int, seed int64, hyper
 		return nil, err
 	}
 	n := packedSize(tensors)
-	c := &dgc{cfg: d, density: cfg.Density, fp16: cfg.FP16Values, hyper: hyper,
+	c := &dgc{cfg: d, density: cfg.Density, fp16: cfg.FP16Values, narrow: cfg.NarrowIndices, hyper: hyper,
 		tensors: tensors, worker: worker, workers: workers, seed: seed,
 		v: make([]float32, n), wire: make([]int64, len(tensors))}
 	if d.MomentumCorrection {
@@ -209,8 +210,9 @@ func (c *dgc) accumulate(g, w, u, v []float32, scale float32) {
 }
 
 // Compress accumulates the step's gradient, selects each tensor's top-k of
-// |v| and encodes, per tensor in layout order, the count (uint32), the int32
-// indices and the values (float32, or float16 with compress.fp16_values).
+// |v| and encodes, per tensor in layout order, the count (uint32), the
+// indices (int32, or uint16 with compress.narrow_indices where they fit) and
+// the values (float32, or float16 with compress.fp16_values).
 func (c *dgc) Compress(r int, grad []float32, _ Combined, ctx Context) (Payload, error) {
 	if r != 0 {
 		return Payload{}, fmt.Errorf("dgc: round %d of 1", r)
@@ -251,7 +253,7 @@ func (c *dgc) Compress(r int, grad []float32, _ Combined, ctx Context) (Payload,
 		c.vals = vals
 		start := enc.Len()
 		enc.Uint32(uint32(len(idx)))
-		enc.Int32s(idx)
+		enc.Indices(idx, t.Size, c.narrow)
 		if c.fp16 {
 			enc.Float16s(vals)
 			RoundF16(vals) // what the receivers decode
@@ -301,7 +303,7 @@ func (c *dgc) Decompress(last Combined, dst []float32, _ Context) error {
 				c.decIdx, c.decVals = make([]int32, n), make([]float32, n)
 			}
 			idx, vals := c.decIdx[:n], c.decVals[:n]
-			d.Int32s(idx)
+			d.Indices(idx, t.Size, c.narrow)
 			if c.fp16 {
 				d.Float16s(vals)
 			} else {

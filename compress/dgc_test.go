@@ -439,6 +439,25 @@ func TestDGCSmallTensorIsExact(t *testing.T) {
 	}
 }
 
+func TestDGCNarrowIndices(t *testing.T) {
+	// Same tensors as TestDGCPayload with 16-bit indices: per tensor 4 + 6k
+	// bytes (fp32 values) = 16 and 22; the decoded gradient is unchanged.
+	g := []float32{0, 5, 0, 0, 0, 0, -1.0 / 3, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 7, -8}
+	cfg := dgcTestConfig(0.25)
+	cfg.DGC.MomentumCorrection = false
+	cfg.NarrowIndices = true
+	c := dgcBuild(t, cfg, []int{8, 12}, 2, 0, Hyper{})
+	p, out := dgcStep(t, c, g, 0, nil)
+	if !slices.Equal(p.TensorWire, []int64{16, 22}) || p.Wire != 38 || len(p.Bytes) != 38 {
+		t.Fatalf("wire %d, per tensor %v, %d bytes; want 38, [16 22]", p.Wire, p.TensorWire, len(p.Bytes))
+	}
+	// Tensor 0: count 2, indices 1 and 6 as uint16, then two float32 values.
+	if want := []byte{2, 0, 0, 0, 1, 0, 6, 0}; !bytes.Equal(p.Bytes[:8], want) {
+		t.Fatalf("payload starts % x, want % x", p.Bytes[:8], want)
+	}
+	dgcClose(t, "decompressed", out, g, 0)
+}
+
 func TestDGCPayload(t *testing.T) {
 	// Tensors of 8 and 12 elements at density 0.25: k = 2 and 3. Per tensor:
 	// count (4 bytes) + k int32 indices + k values: fp32 4+8k = 20 and 28

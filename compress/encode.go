@@ -46,6 +46,30 @@ func (e *Encoder) Int32s(v []int32) {
 	}
 }
 
+// narrowIndexLimit is the largest tensor whose indices fit in 16 bits.
+const narrowIndexLimit = 1 << 16
+
+// indexBytes is the width of one index into a tensor of size elements: 2 with
+// narrow indices when the tensor has at most 65,536 elements, else 4.
+func indexBytes(size int, narrow bool) int {
+	if narrow && size <= narrowIndexLimit {
+		return 2
+	}
+	return 4
+}
+
+// Indices appends indices into a tensor of size elements, as uint16 when
+// indexBytes says 2 (compress.narrow_indices), else as int32.
+func (e *Encoder) Indices(v []int32, size int, narrow bool) {
+	if indexBytes(size, narrow) == 4 {
+		e.Int32s(v)
+		return
+	}
+	for _, x := range v {
+		e.buf = binary.LittleEndian.AppendUint16(e.buf, uint16(x))
+	}
+}
+
 // Raw appends bytes as they are (bit masks).
 func (e *Encoder) Raw(b []byte) { e.buf = append(e.buf, b...) }
 
@@ -122,6 +146,22 @@ func (d *Decoder) Int32s(dst []int32) {
 	}
 	for i := range dst {
 		dst[i] = int32(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+}
+
+// Indices reads len(dst) indices written by Encoder.Indices with the same
+// size and narrow.
+func (d *Decoder) Indices(dst []int32, size int, narrow bool) {
+	if indexBytes(size, narrow) == 4 {
+		d.Int32s(dst)
+		return
+	}
+	b := d.take(2 * len(dst))
+	if b == nil {
+		return
+	}
+	for i := range dst {
+		dst[i] = int32(binary.LittleEndian.Uint16(b[2*i:]))
 	}
 }
 

@@ -14,13 +14,15 @@ import (
 // With compress.residual the unsent remainder is fed back into the next step
 // (residual accumulation, Seide et al. 2014; Lin et al. 2018).
 //
-// Payload, per tensor in layout order: k int32 indices (increasing), then k
+// Payload, per tensor in layout order: k indices (increasing; int32, or uint16
+// with compress.narrow_indices where they fit), then k
 // values (float32, or float16 with compress.fp16_values). k is known to every
 // worker from the config, so nothing else is sent.
 type topK struct {
 	tensors []Tensor
 	ks      []int // k per tensor
 	fp16    bool
+	narrow  bool      // compress.narrow_indices
 	fb      *feedback // nil without compress.residual
 
 	sel  selector
@@ -41,7 +43,7 @@ func newTopK(cfg Config, tensors []Tensor, _, _ int, _ int64, _ Hyper) (Compress
 	if err := checkIndexable(tensors); err != nil {
 		return nil, err
 	}
-	c := &topK{tensors: tensors, fp16: cfg.FP16Values}
+	c := &topK{tensors: tensors, fp16: cfg.FP16Values, narrow: cfg.NarrowIndices}
 	valBytes := 4
 	if c.fp16 {
 		valBytes = 2
@@ -51,12 +53,13 @@ func newTopK(cfg Config, tensors []Tensor, _, _ int, _ int64, _ Hyper) (Compress
 		k := sparseK(t.Size, cfg.Density)
 		c.ks = append(c.ks, k)
 		c.koff = append(c.koff, total)
-		c.tw = append(c.tw, int64(k*(4+valBytes)))
+		b := k * (indexBytes(t.Size, c.narrow) + valBytes)
+		c.tw = append(c.tw, int64(b))
+		c.wire += b
 		total += k
 	}
 	c.idx = make([]int32, total)
 	c.vals = make([]float32, total)
-	c.wire = total * (4 + valBytes)
 	if cfg.Residual {
 		c.fb = newFeedback(packedSize(tensors))
 		return withFeedback{c, c.fb}, nil
@@ -81,7 +84,7 @@ func (c *topK) Compress(_ int, grad []float32, _ Combined, _ Context) (Payload, 
 		for j, i := range idx {
 			vals[j] = g[i]
 		}
-		c.enc.Int32s(idx)
+		c.enc.Indices(idx, t.Size, c.narrow)
 		if c.fp16 {
 			// The residual must keep the rounding error too: round before
 			// recording what was sent.
@@ -119,7 +122,7 @@ func (c *topK) Decompress(last Combined, dst []float32, _ Context) error {
 			o, k := c.koff[ti], c.ks[ti]
 			// The own idx/vals were consumed by Compress: reuse them as scratch.
 			idx, vals := c.idx[o:o+k], c.vals[o:o+k]
-			d.Int32s(idx)
+			d.Indices(idx, t.Size, c.narrow)
 			if c.fp16 {
 				d.Float16s(vals)
 			} else {

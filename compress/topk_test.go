@@ -1,6 +1,7 @@
 package compress
 
 import (
+	"bytes"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -186,6 +187,22 @@ func TestTopKFP16Values(t *testing.T) {
 	}
 	baselineClose(t, "decompressed", dst, []float32{0, -0.5, 0, 0, 0, 0, 0, -0.449951171875}, 0)
 	baselineClose(t, "residual", c.(ErrorFeedback).Residual(), []float32{0.1, 0, 0.3, 0.05, -0.2, 0.4, 0, -4.8816204e-5}, 1e-11)
+}
+
+func TestTopKNarrowIndices(t *testing.T) {
+	// topKG1's selection (indices 1 and 7) with uint16 indices and fp32
+	// values: 2*(2+4) = 12 bytes, decoded to the same gradient.
+	cfg := topKConfig(0.25, false, false)
+	cfg.NarrowIndices = true
+	c := baselineBuild(t, "topk", cfg, baselineTensors([]int{2, 4}), 0, 1)
+	p, dst := baselineGather(t, c, topKG1, 0)
+	if p.Wire != 12 || len(p.Bytes) != 12 || !slices.Equal(p.TensorWire, []int64{12}) {
+		t.Fatalf("wire %d, %d bytes, per tensor %v; want 12", p.Wire, len(p.Bytes), p.TensorWire)
+	}
+	if want := []byte{1, 0, 7, 0}; !bytes.Equal(p.Bytes[:4], want) {
+		t.Fatalf("indices % x, want % x", p.Bytes[:4], want)
+	}
+	baselineClose(t, "decompressed", dst, []float32{0, -0.5, 0, 0, 0, 0, 0, -0.45}, 0)
 }
 
 func TestTopKTwoTensorsTwoWorkers(t *testing.T) {

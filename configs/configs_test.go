@@ -429,6 +429,7 @@ func TestValidateAll(t *testing.T) {
 			"optim.decay_norm_bias", "optim.adapt_norm_bias", "optim.lars_clip", "optim.lamb_no_bias_correction",
 			"optim.novograd_grad_averaging", "optim.novograd_eps_inside_sqrt",
 			"train.progress", "train.checkpoint", "compress.residual", "compress.fp16_values", "compress.dense_fp16",
+			"compress.narrow_indices",
 			"compress.dgc.momentum_correction", "compress.dgc.factor_masking", "compress.dgc.sampling",
 			"compress.adacomp.fp32_values", "compress.powersgd.error_feedback", "compress.powersgd.warm_start":
 			continue
