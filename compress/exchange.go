@@ -57,6 +57,7 @@ type Exchange struct {
 	out       []float32
 	traffic   Traffic
 	step      func(step int) Context
+	sum64     dist.Float64Sum
 }
 
 // Builder makes one worker's compressor for the tensors it compresses.
@@ -150,16 +151,8 @@ func (x *Exchange) Exchange(grad []float32, step int) error {
 	}
 	// A single worker puts nothing on the wire.
 	count := func(kind optim.Kind, wire, dense int64) {
-		if n == 1 {
-			return
-		}
-		x.traffic.Wire += wire
-		x.traffic.Dense += dense
-		x.traffic.WireByKind[string(kind)] += wire
-		x.traffic.DenseByKind[string(kind)] += dense
-		if steady {
-			x.traffic.SteadyWire += wire
-			x.traffic.SteadyDense += dense
+		if n > 1 {
+			x.book(kind, wire, dense, steady)
 		}
 	}
 	if len(x.dense) > 0 {
@@ -223,6 +216,45 @@ func (x *Exchange) Exchange(grad []float32, step int) error {
 		copy(grad[t.FlatOffset:t.FlatOffset+t.Size], x.out[t.Offset:t.Offset+t.Size])
 	}
 	return nil
+}
+
+// Exchange64 replaces a float64 gradient (model.precision float64) with the
+// mean over all workers. Float64 gradients travel dense and uncompressed (8
+// bytes a value): only compress.name none with float32 dense tensors.
+func (x *Exchange) Exchange64(grad []float64, _ int) error {
+	if x.comp != nil || x.denseFP16 {
+		return fmt.Errorf("compress: float64 gradients travel dense: expected compress.name none without compress.dense_fp16")
+	}
+	n := x.member.Size()
+	if n == 1 {
+		return nil
+	}
+	if _, err := x.sum64.AllReduce(x.member, grad); err != nil {
+		return err
+	}
+	inv := 1 / float64(n)
+	for i := range grad {
+		grad[i] *= inv
+	}
+	x.traffic.Steps++
+	x.traffic.SteadySteps++
+	x.traffic.DenseStep = int64(8 * len(x.dbuf))
+	for _, t := range x.dense {
+		x.book(t.Kind, int64(8*t.Size), int64(4*t.Size), true)
+	}
+	return nil
+}
+
+// book adds wire bytes and their dense float32 baseline to the accounting.
+func (x *Exchange) book(kind optim.Kind, wire, dense int64, steady bool) {
+	x.traffic.Wire += wire
+	x.traffic.Dense += dense
+	x.traffic.WireByKind[string(kind)] += wire
+	x.traffic.DenseByKind[string(kind)] += dense
+	if steady {
+		x.traffic.SteadyWire += wire
+		x.traffic.SteadyDense += dense
+	}
 }
 
 // countPayload books a round's wire bytes per layer kind: each tensor's share

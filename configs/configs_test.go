@@ -383,7 +383,7 @@ func TestValidateAll(t *testing.T) {
 	c.Model.Hidden = []int{}
 	c.Model.HiddenSize, c.Model.Layers, c.Model.EmbedDim = 0, 0, 0
 	c.Model.BNMomentum, c.Model.BNEpsilon = 0, 0
-	c.Model.Ops = "turbo"
+	c.Model.Ops, c.Model.Precision = "turbo", "float16"
 	c.Optim.Name = "lion"
 	c.Optim.LR = -0.1
 	c.Optim.Momentum = 1
@@ -470,5 +470,20 @@ func TestDGCNeedsSGD(t *testing.T) {
 	}
 	if _, err := configs.Load("", []string{"compress.name=dgc", "optim.name=adam", "compress.dgc.momentum_correction=false"}); err != nil {
 		t.Fatalf("dgc without momentum correction works with any optimizer: %v", err)
+	}
+}
+
+func TestFloat64PrecisionNeedsDenseExchange(t *testing.T) {
+	if _, err := configs.Load("", []string{"model.precision=float64"}); err != nil {
+		t.Fatalf("float64 with the default dense exchange: %v", err)
+	}
+	for _, sets := range [][]string{
+		{"model.precision=float64", "compress.name=dgc"},
+		{"model.precision=float64", "compress.dense_fp16=true"},
+	} {
+		_, err := configs.Load("", sets)
+		if err == nil || !strings.Contains(err.Error(), `model.precision: "float64"`) || !strings.Contains(err.Error(), "compress.name none") {
+			t.Errorf("%v: err = %v, want a model.precision problem naming compress.name none", sets, err)
+		}
 	}
 }

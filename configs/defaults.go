@@ -32,6 +32,7 @@ func Default() Config {
 			BNMomentum: 0.1,
 			BNEpsilon:  1e-5,
 			Ops:        "fast",
+			Precision:  "float32",
 		},
 		Optim: optim.Config{
 			Name:        "sgd",

@@ -99,6 +99,10 @@ func (c Config) problems() []problem {
 	ps.positive("model.bn_epsilon", m.BNEpsilon)
 	ps.need(m.Ops == "" || slices.Contains(models.OpsNames(), m.Ops), "model.ops", m.Ops,
 		"must be one of "+strings.Join(models.OpsNames(), ", ")+" (empty means "+models.OpsFast+")")
+	ps.need(m.Precision == "" || slices.Contains(models.PrecisionNames(), m.Precision), "model.precision", m.Precision,
+		"must be one of "+strings.Join(models.PrecisionNames(), ", ")+" (empty means "+models.PrecisionFloat32+")")
+	ps.need(m.Precision != models.PrecisionFloat64 || c.Compress.Name == "none" && !c.Compress.DenseFP16, "model.precision", m.Precision,
+		fmt.Sprintf("float64 gradients travel dense and uncompressed: needs compress.name none and compress.dense_fp16 false (have %q, %v)", c.Compress.Name, c.Compress.DenseFP16))
 	// The character model only reads text, and text is only read by it.
 	ps.need(m.Name != "charlstm" || d.Name == "tinyshakespeare", "model.name", m.Name,
 		fmt.Sprintf("needs data.name tinyshakespeare (data.name is %q)", d.Name))

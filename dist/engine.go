@@ -22,6 +22,19 @@ type Replica interface {
 	Flat() []float32
 }
 
+// Replica64 is a replica that computes its gradient in float64
+// (model.precision float64; models.Net with it returns a non-nil Grad64). The
+// engine then averages float64 gradients and rounds the mean once into
+// replica 0's float32 Grad.
+type Replica64 interface {
+	Grad64() []float64
+}
+
+// Exchanger64 is an exchange that can average float64 gradients.
+type Exchanger64 interface {
+	Exchange64(grad []float64, step int) error
+}
+
 // Exchanger is one logical worker's gradient exchange: it replaces the worker's
 // flat gradient with the mean over all workers (compressing on the way) and
 // counts the bytes the worker puts on the wire.
@@ -31,9 +44,12 @@ type Exchanger interface {
 }
 
 // denseExchange all-reduces float32 gradients: the baseline exchange.
-type denseExchange struct{ c *Counted }
+type denseExchange struct {
+	c     *Counted
+	sum64 Float64Sum
+}
 
-func (d denseExchange) Exchange(grad []float32, _ int) error {
+func (d *denseExchange) Exchange(grad []float32, _ int) error {
 	if err := d.c.AllReduce(grad); err != nil {
 		return err
 	}
@@ -44,7 +60,19 @@ func (d denseExchange) Exchange(grad []float32, _ int) error {
 	return nil
 }
 
-func (d denseExchange) Bytes() int64 { return d.c.Bytes() }
+func (d *denseExchange) Bytes() int64 { return d.c.Bytes() }
+
+// Exchange64 averages float64 gradients (counted at 8 bytes a value).
+func (d *denseExchange) Exchange64(grad []float64, _ int) error {
+	if _, err := d.sum64.AllReduce(d.c, grad); err != nil {
+		return err
+	}
+	inv := 1 / float64(d.c.Size())
+	for i := range grad {
+		grad[i] *= inv
+	}
+	return nil
+}
 
 // Engine maps the logical workers hosted by this process onto replicas. Worker w
 // is computed by replica w mod R, always in the same order, so results do not
@@ -55,6 +83,7 @@ type Engine struct {
 	members  []Collective // one per local logical worker, in rank order
 	exchange []Exchanger  // per local worker
 	grads    [][]float32  // per local worker
+	grads64  [][]float64  // per local worker, with float64 replicas (else nil)
 	losses   [][]float32  // per local worker, one value
 	compute  []time.Duration
 	// Per-step scratch, one slot per local worker, reused so that a step
@@ -90,15 +119,45 @@ func NewEngine(members []Collective, replicas []Replica, exchange []Exchanger) (
 	}
 	for w, m := range members {
 		if exchange == nil {
-			e.exchange = append(e.exchange, denseExchange{NewCounted(m)})
+			e.exchange = append(e.exchange, &denseExchange{c: NewCounted(m)})
 		} else {
 			e.exchange = append(e.exchange, exchange[w])
 		}
 		e.grads = append(e.grads, make([]float32, n))
 		e.losses = append(e.losses, make([]float32, 1))
 	}
+	if err := e.setupFloat64(n); err != nil {
+		return nil, err
+	}
 	e.SyncReplicas()
 	return e, nil
+}
+
+// setupFloat64 turns on float64 gradients when the replicas compute them: all
+// replicas must, and every exchange must take them.
+func (e *Engine) setupFloat64(n int) error {
+	wide := 0
+	for _, r := range e.replicas {
+		if r64, ok := r.(Replica64); ok && r64.Grad64() != nil {
+			if len(r64.Grad64()) != n {
+				return fmt.Errorf("dist: float64 gradient of %d values, the model has %d", len(r64.Grad64()), n)
+			}
+			wide++
+		}
+	}
+	if wide == 0 {
+		return nil
+	}
+	if wide != len(e.replicas) {
+		return fmt.Errorf("dist: %d of %d replicas compute float64 gradients: all or none must", wide, len(e.replicas))
+	}
+	for w, x := range e.exchange {
+		if _, ok := x.(Exchanger64); !ok {
+			return fmt.Errorf("dist: worker %d's exchange cannot average float64 gradients", e.members[w].Rank())
+		}
+		e.grads64 = append(e.grads64, make([]float64, n))
+	}
+	return nil
 }
 
 // Workers is the number of logical workers in the whole run.
@@ -137,7 +196,11 @@ func (e *Engine) Step(step int, batch func(w int) ([]float32, []int32)) (float64
 				loss, err := rep.Step(x, y)
 				e.compute[w] = time.Since(t0)
 				if err == nil {
-					copy(e.grads[w], rep.Grad())
+					if e.grads64 != nil {
+						copy(e.grads64[w], rep.(Replica64).Grad64())
+					} else {
+						copy(e.grads[w], rep.Grad())
+					}
 					e.losses[w][0] = float32(loss)
 				}
 				ready[w] <- err
@@ -161,7 +224,13 @@ func (e *Engine) Step(step int, batch func(w int) ([]float32, []int32)) (float64
 				e.abort(w, err)
 				return
 			}
-			if err := e.exchange[w].Exchange(e.grads[w], step); err != nil {
+			var err error
+			if e.grads64 != nil {
+				err = e.exchange[w].(Exchanger64).Exchange64(e.grads64[w], step)
+			} else {
+				err = e.exchange[w].Exchange(e.grads[w], step)
+			}
+			if err != nil {
 				errs[w] = err
 				e.abort(w, err)
 				return
@@ -176,7 +245,15 @@ func (e *Engine) Step(step int, batch func(w int) ([]float32, []int32)) (float64
 	if err := errors.Join(errs...); err != nil {
 		return 0, err
 	}
-	copy(e.replicas[0].Grad(), e.grads[0])
+	if e.grads64 != nil {
+		// The mean is rounded to float32 once, here.
+		g := e.replicas[0].Grad()
+		for i, v := range e.grads64[0] {
+			g[i] = float32(v)
+		}
+	} else {
+		copy(e.replicas[0].Grad(), e.grads[0])
+	}
 	return float64(e.losses[0][0] / float32(e.Workers())), nil
 }
 

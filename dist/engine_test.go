@@ -146,3 +146,62 @@ func TestEngineCheckAgreement(t *testing.T) {
 		t.Fatalf("error %v, expected replica 1 to disagree at step 7", err)
 	}
 }
+
+// fake64Replica computes float64 gradients: worker w's gradient is data[w]
+// in every element.
+type fake64Replica struct {
+	*fakeReplica
+	grad64 []float64
+	data   []float64
+}
+
+func (f *fake64Replica) Step(x []float32, _ []int32) (float64, error) {
+	for i := range f.grad64 {
+		f.grad64[i] = f.data[int(x[0])]
+	}
+	return 0, nil
+}
+
+func (f *fake64Replica) Grad64() []float64 { return f.grad64 }
+
+func TestEngineFloat64Gradients(t *testing.T) {
+	// Worker gradients 1e8, 1, -1e8, 1: the float64 mean is 2/4 = 0.5. A
+	// float32 sum in rank order loses the first 1 (1e8+1 rounds to 1e8 at a
+	// spacing of 8) and gives 0.25.
+	data := []float64{1e8, 1, -1e8, 1}
+	const n = 3
+	members, err := NewLocal(len(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reps := make([]Replica, 2)
+	for i := range reps {
+		reps[i] = &fake64Replica{fakeReplica: newFake(n), grad64: make([]float64, n), data: data}
+	}
+	e, err := NewEngine(members, reps, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Step(0, func(w int) ([]float32, []int32) { return []float32{float32(w)}, nil }); err != nil {
+		t.Fatal(err)
+	}
+	for i, g := range reps[0].Grad() {
+		if g != 0.5 {
+			t.Fatalf("mean gradient[%d] = %v, want 0.5 (float64 sum)", i, g)
+		}
+	}
+	sent, err := e.TotalBytesSent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(len(data) * n * 8); sent != want {
+		t.Errorf("%d bytes sent, want %d (each worker sends its %d float64 once)", sent, want, n)
+	}
+
+	// Mixing float32 and float64 replicas is an error.
+	reps[1] = newFake(n)
+	members, _ = NewLocal(len(data))
+	if _, err := NewEngine(members, reps, nil); err == nil || !strings.Contains(err.Error(), "all or none") {
+		t.Errorf("mixed replicas: err = %v, want an all-or-none error", err)
+	}
+}

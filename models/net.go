@@ -31,10 +31,14 @@ type Net struct {
 	train, eval *graph
 	tm, em      G.VM
 
-	flat, grad any // []float32 or []float64 (float64 only for gradient checks)
-	offsets    []int
-	params     []optim.Param
-	buffers    []Buffer
+	flat, grad any // []float32 or []float64 (model.precision float64, gradient checks)
+	// With model.precision float64: the float32 parameters the optimizer
+	// updates and the float32 gradient it reads; Step converts master into
+	// flat. Nil otherwise.
+	master, master32Grad []float32
+	offsets              []int
+	params               []optim.Param
+	buffers              []Buffer
 }
 
 // Buffer is non-learnable model state that a checkpoint must keep (BatchNorm
@@ -59,7 +63,45 @@ type graph struct {
 // New builds the named model for the given input, training batch and evaluation
 // batch (0 = same as batch), with parameters initialised from seed.
 func New(cfg Config, in Input, batch, evalBatch int, seed int64) (*Net, error) {
-	return newNet(cfg, in, batch, evalBatch, seed, tensor.Float32)
+	switch cfg.Precision {
+	case "", PrecisionFloat32:
+		return newNet(cfg, in, batch, evalBatch, seed, tensor.Float32)
+	case PrecisionFloat64:
+		return newFloat64Net(cfg, in, batch, evalBatch, seed)
+	}
+	return nil, fmt.Errorf("model.precision: %q: must be one of %s", cfg.Precision, strings.Join(PrecisionNames(), ", "))
+}
+
+// newFloat64Net builds a float64 graph behind float32 parameters: the same
+// initial values as the float32 model (drawn in float64 and rounded, as the
+// float32 model's initialiser does), then master is the source of truth.
+func newFloat64Net(cfg Config, in Input, batch, evalBatch int, seed int64) (*Net, error) {
+	n, err := newNet(cfg, in, batch, evalBatch, seed, tensor.Float64)
+	if err != nil {
+		return nil, err
+	}
+	if len(n.train.b.bns) > 0 {
+		return nil, fmt.Errorf("model.precision: float64: model %s has BatchNorm, whose running statistics are float32 only (expected a model without BatchNorm, or model.precision float32)", cfg.Name)
+	}
+	flat := n.flat.([]float64)
+	n.master, n.master32Grad = make([]float32, len(flat)), make([]float32, len(flat))
+	for i, v := range flat {
+		n.master[i] = float32(v)
+	}
+	n.params = n.params[:0]
+	n.makeViews()
+	return n, nil
+}
+
+// syncMaster copies the float32 parameters into the float64 graph's buffer.
+func (n *Net) syncMaster() {
+	if n.master == nil {
+		return
+	}
+	flat := n.flat.([]float64)
+	for i, v := range n.master {
+		flat[i] = float64(v)
+	}
 }
 
 func newNet(cfg Config, in Input, batch, evalBatch int, seed int64, dt tensor.Dtype) (net *Net, err error) {
@@ -179,6 +221,9 @@ func (n *Net) build(e entry, batch int, training bool) (g *graph, err error) {
 func (n *Net) makeViews() {
 	flat32, _ := n.flat.([]float32)
 	grad32, _ := n.grad.([]float32)
+	if n.master != nil {
+		flat32, grad32 = n.master, n.master32Grad
+	}
 	for i, p := range n.train.b.params {
 		sz := numel(p.shape)
 		op := optim.Param{Name: p.name, Shape: p.shape, Kind: p.kind, NoDecay: p.noDecay}
@@ -188,7 +233,7 @@ func (n *Net) makeViews() {
 		}
 		n.params = append(n.params, op)
 	}
-	if n.dt != tensor.Float32 {
+	if n.dt != tensor.Float32 || len(n.buffers) > 0 {
 		return
 	}
 	for i, op := range n.train.b.bns {
@@ -216,10 +261,30 @@ func (n *Net) Input() Input { return n.in }
 func (n *Net) Params() []optim.Param { return n.params }
 
 // Flat is the flat float32 parameter buffer.
-func (n *Net) Flat() []float32 { return n.flat.([]float32) }
+func (n *Net) Flat() []float32 {
+	if n.master != nil {
+		return n.master
+	}
+	return n.flat.([]float32)
+}
 
-// Grad is the flat float32 gradient buffer written by Step.
-func (n *Net) Grad() []float32 { return n.grad.([]float32) }
+// Grad is the flat float32 gradient buffer the optimizer reads: written by
+// Step, or with model.precision float64 by whoever reduces Grad64 (the engine).
+func (n *Net) Grad() []float32 {
+	if n.master != nil {
+		return n.master32Grad
+	}
+	return n.grad.([]float32)
+}
+
+// Grad64 is the float64 gradient Step writes with model.precision float64;
+// nil for a float32 model.
+func (n *Net) Grad64() []float64 {
+	if n.master == nil {
+		return nil
+	}
+	return n.grad.([]float64)
+}
 
 // Buffers is the non-learnable state (BatchNorm running statistics), aliased.
 func (n *Net) Buffers() []Buffer { return n.buffers }
@@ -232,6 +297,7 @@ func (n *Net) NumParams() int { return n.train.b.size() }
 // Batch*YLen labels. It overwrites Grad with the mean-loss gradient and returns
 // the mean loss.
 func (n *Net) Step(x []float32, y []int32) (float64, error) {
+	n.syncMaster()
 	if err := n.setInputs(n.train, x, y); err != nil {
 		return 0, err
 	}
@@ -261,6 +327,7 @@ func (n *Net) Predict(x []float32, out []float32) error {
 			return err
 		}
 	}
+	n.syncMaster()
 	if err := n.setInputs(n.eval, x, nil); err != nil {
 		return err
 	}

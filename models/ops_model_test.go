@@ -233,3 +233,79 @@ func TestOpsConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestFloat64Precision: with model.precision float64 the parameters are the
+// float32 model's (same seed), Step computes in float64 from them, exactly as
+// a float64 net holding the same values does, and the optimizer's views are
+// float32.
+func TestFloat64Precision(t *testing.T) {
+	in := Input{Shape: []int{1, 28, 28}, Classes: 10, YLen: 1}
+	cfg := Config{Name: "lenet5"}
+	n32, err := New(cfg, in, 3, 0, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Precision = PrecisionFloat64
+	n, err := New(cfg, in, 3, 0, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(n.Flat(), n32.Flat()) {
+		t.Fatal("float64 precision starts from different parameters than float32")
+	}
+	if n32.Grad64() != nil {
+		t.Fatal("a float32 model has a float64 gradient")
+	}
+	ref, err := newNet(Config{Name: "lenet5"}, in, 3, 0, 5, tensor.Float64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for step := range 2 {
+		// What an optimizer does: update the float32 parameters through the views.
+		for _, p := range n.Params() {
+			for i := range p.Value {
+				p.Value[i] -= 0.01 * float32(i%7)
+			}
+		}
+		refFlat := ref.flat.([]float64)
+		for i, v := range n.Flat() {
+			refFlat[i] = float64(v)
+		}
+		x, y := randomBatch(uint64(step+1), 3, in, false)
+		loss, err := n.Step(x, y)
+		if err != nil {
+			t.Fatal(err)
+		}
+		refLoss, err := ref.Step(x, y)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if loss != refLoss || !slices.Equal(n.Grad64(), ref.grad.([]float64)) {
+			t.Fatalf("step %d: float64 precision differs from a float64 net with the same parameters (loss %v vs %v)", step, loss, refLoss)
+		}
+	}
+	// The float32 views are what the optimizer sees: Params alias Flat and Grad.
+	p := n.Params()[0]
+	if &p.Value[0] != &n.Flat()[0] || &p.Grad[0] != &n.Grad()[0] {
+		t.Fatal("parameter views do not alias the float32 buffers")
+	}
+	out, refOut := make([]float32, 3*10), make([]float32, 3*10)
+	x, _ := randomBatch(9, 3, in, false)
+	if err := n.Predict(x, out); err != nil {
+		t.Fatal(err)
+	}
+	if err := ref.Predict(x, refOut); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(out, refOut) {
+		t.Fatal("Predict differs from the float64 net's")
+	}
+
+	_, err = New(Config{Name: "resnet20", Precision: PrecisionFloat64}, Input{Shape: []int{3, 16, 16}, Classes: 10, YLen: 1}, 2, 0, 1)
+	if err == nil || !strings.Contains(err.Error(), "BatchNorm") {
+		t.Errorf("resnet20 in float64: err = %v, want a BatchNorm error", err)
+	}
+	if _, err = New(Config{Name: "lenet5", Precision: "float16"}, in, 2, 0, 1); err == nil || !strings.Contains(err.Error(), `model.precision: "float16"`) {
+		t.Errorf("float16: err = %v, want a model.precision error", err)
+	}
+}

@@ -330,7 +330,7 @@ func (j *job) loop(ctx context.Context, st *checkpoint) (*Summary, error) {
 		GlobalBatch: j.globalBatch, Workers: c.Dist.Workers, Replicas: len(j.nets), Backend: c.Dist.Backend,
 		Optimizer: c.Optim.Name, Compressor: c.Compress.Name,
 		Seed: c.Seed, Version: version.String(), GoVersion: version.GoVersion(), BLAS: models.BLAS,
-		BLASCore: models.BLASCoreType(), Ops: c.Model.Ops,
+		BLASCore: models.BLASCoreType(), Ops: c.Model.Ops, Precision: c.Model.Precision,
 		Machine: version.Machine(),
 		Params:  j.net.NumParams(), TestAccuracy: last.TestAccuracy, TestLoss: last.TestLoss, ValBPC: last.ValBPC,
 		TrainLossFinal: last.TrainLoss, WallSeconds: elapsed, SamplesPerSecond: float64(samples) / elapsed,

@@ -31,6 +31,7 @@ type Summary struct {
 	BLAS                        string   `json:"blas"`
 	BLASCore                    string   `json:"blas_core,omitempty"` // OpenBLAS core type in use (openblas build)
 	Ops                         string   `json:"ops,omitempty"`       // model.ops: fast or gorgonia
+	Precision                   string   `json:"precision,omitempty"` // model.precision: float32 or float64
 	Machine                     string   `json:"machine,omitempty"`   // CPU, cores, memory, OS/arch of the run
 	Params                      int      `json:"params"`
 	TestAccuracy                *float64 `json:"test_accuracy,omitempty"`
