@@ -77,8 +77,41 @@ func TestMPITrainingWorker(t *testing.T) {
 		t.Skip("run by TestMPITrainingEqualsLocal under mpirun")
 	}
 	cfg := mpiConfig(t, os.Getenv("GRADWIRE_TEST_ROOT"), "mpi")
+	if p := os.Getenv("GRADWIRE_TEST_PRECISION"); p != "" {
+		cfg.Model.Precision = p
+	}
 	if _, err := Run(context.Background(), cfg, Options{OutDir: os.Getenv("GRADWIRE_TEST_OUT")}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestMPIFloat64EqualsLocal: with model.precision float64 every backend sums
+// the gradients in rank order, so the run under mpirun -np 2 ends with the
+// local backend's parameters bit for bit.
+func TestMPIFloat64EqualsLocal(t *testing.T) {
+	root := t.TempDir()
+	datatest.WriteFakeFashion(t, root, 256, 64)
+	cfg := mpiConfig(t, root, "local")
+	cfg.Model.Precision = "float64"
+	localDir, out := t.TempDir(), t.TempDir()
+	runCfg(t, cfg, localDir, false)
+	log, err := mpitest.Run(t, 2, "TestMPITrainingWorker", "GRADWIRE_TEST_ROOT="+root, "GRADWIRE_TEST_OUT="+out,
+		"GRADWIRE_TEST_PRECISION=float64")
+	if err != nil {
+		t.Fatalf("mpirun -np 2: %v\n%s", err, log)
+	}
+	want, err := loadCheckpoint(checkpointPath(localDir, cfg.Train.Epochs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := loadCheckpoint(checkpointPath(out, cfg.Train.Epochs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range got.Params {
+		if math.Float32bits(v) != math.Float32bits(want.Params[i]) {
+			t.Fatalf("parameter %d: %v under mpirun, %v with the local backend", i, v, want.Params[i])
+		}
 	}
 }
 
