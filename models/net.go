@@ -233,7 +233,7 @@ func (n *Net) makeViews() {
 		}
 		n.params = append(n.params, op)
 	}
-	if n.dt != tensor.Float32 || len(n.buffers) > 0 {
+	if n.dt != tensor.Float32 {
 		return
 	}
 	for i, op := range n.train.b.bns {
