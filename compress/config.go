@@ -97,6 +97,8 @@ func (c Config) Problems() []Problem {
 	bad(known, "name", c.Name, "must be one of "+strings.Join(Names(), ", "))
 	bad(c.MinSize >= 0, "min_size", c.MinSize, "must be at least 0")
 	bad(c.Density > 0 && c.Density <= 1, "density", c.Density, "must be a fraction in (0, 1]")
+	bad(!c.NarrowIndices || c.Name == "topk" || c.Name == "dgc", "narrow_indices", c.NarrowIndices,
+		fmt.Sprintf("only topk and dgc send indices (compress.name is %q)", c.Name))
 	d := c.DGC
 	bad(d.ClipNorm >= 0, "dgc.clip_norm", d.ClipNorm, "must be >= 0 (0 = off)")
 	bad(d.WarmupEpochs >= 0, "dgc.warmup_epochs", d.WarmupEpochs, "must be at least 0")

@@ -487,3 +487,15 @@ func TestFloat64PrecisionNeedsDenseExchange(t *testing.T) {
 		}
 	}
 }
+
+func TestNarrowIndicesNeedsIndices(t *testing.T) {
+	for name, ok := range map[string]bool{"topk": true, "dgc": true, "adacomp": false, "powersgd": false, "none": false} {
+		_, err := configs.Load("", []string{"compress.name=" + name, "compress.narrow_indices=true"})
+		if ok && err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		if !ok && (err == nil || !strings.Contains(err.Error(), "compress.narrow_indices: true: only topk and dgc send indices")) {
+			t.Errorf("%s: err = %v, want a compress.narrow_indices problem", name, err)
+		}
+	}
+}
