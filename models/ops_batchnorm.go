@@ -265,7 +265,7 @@ func (st *bnState) checkTraining(op fmt.Stringer) error {
 // output gradient masked by the ReLU): the gradients of beta and gamma, and
 // the two means the input gradient subtracts.
 type bnSumsOp struct {
-	plainOp
+	backwardOp
 	st   *bnState
 	sums *tensor.Dense
 }
@@ -274,11 +274,7 @@ func (op *bnSumsOp) Arity() int            { return 3 }
 func (op *bnSumsOp) Type() hm.Type         { return fnType(2, op.st.dims, op.st.dims, op.st.dims) }
 func (op *bnSumsOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "fastBatchNormSums#%d", op.st.id) }
 func (op *bnSumsOp) Hashcode() uint32      { return hashOp(op) }
-func (op *bnSumsOp) DiffWRT(int) []bool    { return []bool{false, false, false} }
 func (op *bnSumsOp) String() string        { return op.st.name("BatchNormSums") }
-func (op *bnSumsOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
-	return nil, noSecondOrder(op)
-}
 func (op *bnSumsOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
 	return tensor.Shape{2, len(op.st.mean)}, nil
 }
@@ -391,7 +387,7 @@ func gradDots64(x, y, dy []float64, mean float64) (float64, float64) {
 
 // bnDataGradOp computes dx = gamma/std · (g - mean(g) - x̂·mean(g·x̂)).
 type bnDataGradOp struct {
-	plainOp
+	backwardOp
 	st *bnState
 	dx *tensor.Dense
 }
@@ -403,11 +399,7 @@ func (op *bnDataGradOp) Type() hm.Type {
 }
 func (op *bnDataGradOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "fastBatchNormDataGrad#%d", op.st.id) }
 func (op *bnDataGradOp) Hashcode() uint32      { return hashOp(op) }
-func (op *bnDataGradOp) DiffWRT(int) []bool    { return []bool{false, false, false, false, false} }
 func (op *bnDataGradOp) String() string        { return op.st.name("BatchNormDataGrad") }
-func (op *bnDataGradOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
-	return nil, noSecondOrder(op)
-}
 func (op *bnDataGradOp) InferShape(ds ...G.DimSizer) (tensor.Shape, error) {
 	s, ok := ds[0].(tensor.Shape)
 	if !ok {
@@ -487,22 +479,18 @@ func bnGradPlane[T elem](dx, x, y, dy []T, mean, scale, m1, m2 T, relu bool) {
 // bnRowOp returns one row of the (2, C) sums, shaped like the parameter it is
 // the gradient of: row 0 for beta, row 1 for gamma.
 type bnRowOp struct {
-	plainOp
+	backwardOp
 	st    *bnState
 	row   int
 	shape tensor.Shape
 	out   *tensor.Dense
 }
 
-func (op *bnRowOp) Arity() int            { return 1 }
-func (op *bnRowOp) Type() hm.Type         { return fnType(op.shape.Dims(), 2) }
-func (op *bnRowOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "fastBatchNormRow%d#%d", op.row, op.st.id) }
-func (op *bnRowOp) Hashcode() uint32      { return hashOp(op) }
-func (op *bnRowOp) DiffWRT(int) []bool    { return []bool{false} }
-func (op *bnRowOp) String() string        { return op.st.name(fmt.Sprintf("BatchNormRow%d", op.row)) }
-func (op *bnRowOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
-	return nil, noSecondOrder(op)
-}
+func (op *bnRowOp) Arity() int                                     { return 1 }
+func (op *bnRowOp) Type() hm.Type                                  { return fnType(op.shape.Dims(), 2) }
+func (op *bnRowOp) WriteHash(h hash.Hash)                          { fmt.Fprintf(h, "fastBatchNormRow%d#%d", op.row, op.st.id) }
+func (op *bnRowOp) Hashcode() uint32                               { return hashOp(op) }
+func (op *bnRowOp) String() string                                 { return op.st.name(fmt.Sprintf("BatchNormRow%d", op.row)) }
 func (op *bnRowOp) InferShape(...G.DimSizer) (tensor.Shape, error) { return op.shape.Clone(), nil }
 
 func (op *bnRowOp) Do(vals ...G.Value) (G.Value, error) {

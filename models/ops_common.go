@@ -1,6 +1,7 @@
 package models
 
 import (
+	"errors"
 	"fmt"
 	"hash"
 	"hash/fnv"
@@ -103,9 +104,14 @@ func (plainOp) ReturnsPtr() bool     { return false }
 func (plainOp) CallsExtern() bool    { return false }
 func (plainOp) OverwritesInput() int { return -1 }
 
-// noSecondOrder is the SymDiff of backward ops.
-func noSecondOrder(op fmt.Stringer) error {
-	return fmt.Errorf("%v: second derivatives are not implemented", op)
+// backwardOp is plainOp for the ops that compute gradients: the graph never
+// differentiates through them (no second derivatives).
+type backwardOp struct{ plainOp }
+
+func (backwardOp) DiffWRT(inputs int) []bool { return make([]bool, inputs) }
+
+func (backwardOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
+	return nil, errors.New("models: second derivatives of the fast ops' gradients are not implemented")
 }
 
 // dense returns the tensor behind a value, contiguous.

@@ -388,11 +388,11 @@ func (op *convOp) SymDiff(inputs G.Nodes, _, grad *G.Node) (G.Nodes, error) {
 	var dx *G.Node
 	if op.needDX {
 		var err error
-		if dx, err = G.ApplyOp(&convDataGradOp{plainOp{}, op.convState, x.Shape().Clone()}, w, grad); err != nil {
+		if dx, err = G.ApplyOp(&convDataGradOp{backwardOp{}, op.convState, x.Shape().Clone()}, w, grad); err != nil {
 			return nil, err
 		}
 	}
-	dw, err := G.ApplyOp(&convFilterGradOp{plainOp{}, op.convState, w.Shape().Clone()}, x, grad)
+	dw, err := G.ApplyOp(&convFilterGradOp{backwardOp{}, op.convState, w.Shape().Clone()}, x, grad)
 	if err != nil {
 		return nil, err
 	}
@@ -401,7 +401,7 @@ func (op *convOp) SymDiff(inputs G.Nodes, _, grad *G.Node) (G.Nodes, error) {
 
 // convDataGradOp computes dx from (w, dy).
 type convDataGradOp struct {
-	plainOp
+	backwardOp
 	*convState
 	xShape tensor.Shape
 }
@@ -411,10 +411,6 @@ func (op *convDataGradOp) Type() hm.Type         { return fnType(4, 4, 4) }
 func (op *convDataGradOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "fastConv2dDataGrad#%d", op.id) }
 func (op *convDataGradOp) Hashcode() uint32      { return hashOp(op) }
 func (op *convDataGradOp) String() string        { return op.name("Conv2dDataGrad") }
-func (op *convDataGradOp) DiffWRT(int) []bool    { return []bool{false, false} }
-func (op *convDataGradOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
-	return nil, noSecondOrder(op)
-}
 func (op *convDataGradOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
 	return op.xShape.Clone(), nil
 }
@@ -443,7 +439,7 @@ func (op *convDataGradOp) Do(vals ...G.Value) (G.Value, error) {
 
 // convFilterGradOp computes dw from (x, dy).
 type convFilterGradOp struct {
-	plainOp
+	backwardOp
 	*convState
 	wShape tensor.Shape
 }
@@ -453,10 +449,6 @@ func (op *convFilterGradOp) Type() hm.Type         { return fnType(4, 4, 4) }
 func (op *convFilterGradOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "fastConv2dFilterGrad#%d", op.id) }
 func (op *convFilterGradOp) Hashcode() uint32      { return hashOp(op) }
 func (op *convFilterGradOp) String() string        { return op.name("Conv2dFilterGrad") }
-func (op *convFilterGradOp) DiffWRT(int) []bool    { return []bool{false, false} }
-func (op *convFilterGradOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
-	return nil, noSecondOrder(op)
-}
 func (op *convFilterGradOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
 	return op.wShape.Clone(), nil
 }

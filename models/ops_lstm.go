@@ -302,21 +302,21 @@ func (op *lstmOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error)
 	x, wx, wh := inputs[0], inputs[1], inputs[2]
 	// The output is an input of the backward op so that no in-place op
 	// overwrites it before: with !last it is the hidden states the op reads.
-	db, err := G.ApplyOp(&lstmBackOp{plainOp{}, op.lstmState}, x, wx, wh, output, grad)
+	db, err := G.ApplyOp(&lstmBackOp{backwardOp{}, op.lstmState}, x, wx, wh, output, grad)
 	if err != nil {
 		return nil, err
 	}
 	var dx *G.Node
 	if op.needDX {
-		if dx, err = G.ApplyOp(&lstmGradOp{plainOp{}, op.lstmState, 0}, db); err != nil {
+		if dx, err = G.ApplyOp(&lstmGradOp{backwardOp{}, op.lstmState, 0}, db); err != nil {
 			return nil, err
 		}
 	}
-	dwx, err := G.ApplyOp(&lstmGradOp{plainOp{}, op.lstmState, 1}, db)
+	dwx, err := G.ApplyOp(&lstmGradOp{backwardOp{}, op.lstmState, 1}, db)
 	if err != nil {
 		return nil, err
 	}
-	dwh, err := G.ApplyOp(&lstmGradOp{plainOp{}, op.lstmState, 2}, db)
+	dwh, err := G.ApplyOp(&lstmGradOp{backwardOp{}, op.lstmState, 2}, db)
 	if err != nil {
 		return nil, err
 	}
@@ -327,7 +327,7 @@ func (op *lstmOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error)
 // returns the bias gradient; it leaves dx, dWx and dWh in the state for
 // lstmGradOp.
 type lstmBackOp struct {
-	plainOp
+	backwardOp
 	*lstmState
 }
 
@@ -338,13 +338,9 @@ func (op *lstmBackOp) Type() hm.Type {
 }
 func (op *lstmBackOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "fastLSTMBack#%d", op.id) }
 func (op *lstmBackOp) Hashcode() uint32      { return hashOp(op) }
-func (op *lstmBackOp) DiffWRT(int) []bool    { return []bool{false, false, false, false, false} }
 func (op *lstmBackOp) String() string        { return op.name("LSTMBack") }
 func (op *lstmBackOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
 	return tensor.Shape{4 * op.dims.h}, nil
-}
-func (op *lstmBackOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
-	return nil, noSecondOrder(op)
 }
 
 func (op *lstmBackOp) Do(vals ...G.Value) (G.Value, error) {
@@ -533,7 +529,7 @@ func lstmCellGrad[T elem](a, cp, tc, dh, dc []T) {
 // (0), Wx (1) or Wh (2). Its input, the bias gradient, orders it after the
 // backward op.
 type lstmGradOp struct {
-	plainOp
+	backwardOp
 	*lstmState
 	which int
 }
@@ -550,12 +546,8 @@ func (op *lstmGradOp) Type() hm.Type {
 func (op *lstmGradOp) WriteHash(h hash.Hash) {
 	fmt.Fprintf(h, "fastLSTMGrad%s#%d", lstmGradNames[op.which], op.id)
 }
-func (op *lstmGradOp) Hashcode() uint32   { return hashOp(op) }
-func (op *lstmGradOp) DiffWRT(int) []bool { return []bool{false} }
-func (op *lstmGradOp) String() string     { return op.name("LSTMGrad" + lstmGradNames[op.which]) }
-func (op *lstmGradOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
-	return nil, noSecondOrder(op)
-}
+func (op *lstmGradOp) Hashcode() uint32 { return hashOp(op) }
+func (op *lstmGradOp) String() string   { return op.name("LSTMGrad" + lstmGradNames[op.which]) }
 
 func (op *lstmGradOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
 	d := op.dims

@@ -133,11 +133,11 @@ func (op *embedOp) SymDiff(inputs G.Nodes, _, grad *G.Node) (G.Nodes, error) {
 	var dx *G.Node
 	if op.needDX {
 		var err error
-		if dx, err = G.ApplyOp(&embedDataGradOp{plainOp{}, op.embedState, x.Shape().Clone()}, e, grad); err != nil {
+		if dx, err = G.ApplyOp(&embedDataGradOp{backwardOp{}, op.embedState, x.Shape().Clone()}, e, grad); err != nil {
 			return nil, err
 		}
 	}
-	de, err := G.ApplyOp(&embedTableGradOp{plainOp{}, op.embedState, e.Shape().Clone()}, grad)
+	de, err := G.ApplyOp(&embedTableGradOp{backwardOp{}, op.embedState, e.Shape().Clone()}, grad)
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +146,7 @@ func (op *embedOp) SymDiff(inputs G.Nodes, _, grad *G.Node) (G.Nodes, error) {
 
 // embedTableGradOp computes dE = xᵀ·dy from the listed nonzeros.
 type embedTableGradOp struct {
-	plainOp
+	backwardOp
 	*embedState
 	eShape tensor.Shape
 }
@@ -156,12 +156,8 @@ func (op *embedTableGradOp) Type() hm.Type { return fnType(2, 2) }
 func (op *embedTableGradOp) WriteHash(h hash.Hash) {
 	fmt.Fprintf(h, "fastEmbeddingTableGrad#%d", op.id)
 }
-func (op *embedTableGradOp) Hashcode() uint32   { return hashOp(op) }
-func (op *embedTableGradOp) DiffWRT(int) []bool { return []bool{false} }
-func (op *embedTableGradOp) String() string     { return op.name("EmbeddingTableGrad") }
-func (op *embedTableGradOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
-	return nil, noSecondOrder(op)
-}
+func (op *embedTableGradOp) Hashcode() uint32 { return hashOp(op) }
+func (op *embedTableGradOp) String() string   { return op.name("EmbeddingTableGrad") }
 func (op *embedTableGradOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
 	return op.eShape.Clone(), nil
 }
@@ -207,7 +203,7 @@ func embedTableGrad[T elem](st *embedState, dy, de []T, d int) {
 
 // embedDataGradOp computes dx = dy·Eᵀ.
 type embedDataGradOp struct {
-	plainOp
+	backwardOp
 	*embedState
 	xShape tensor.Shape
 }
@@ -216,11 +212,7 @@ func (op *embedDataGradOp) Arity() int            { return 2 }
 func (op *embedDataGradOp) Type() hm.Type         { return fnType(2, 2, 2) }
 func (op *embedDataGradOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "fastEmbeddingDataGrad#%d", op.id) }
 func (op *embedDataGradOp) Hashcode() uint32      { return hashOp(op) }
-func (op *embedDataGradOp) DiffWRT(int) []bool    { return []bool{false, false} }
 func (op *embedDataGradOp) String() string        { return op.name("EmbeddingDataGrad") }
-func (op *embedDataGradOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
-	return nil, noSecondOrder(op)
-}
 func (op *embedDataGradOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
 	return op.xShape.Clone(), nil
 }

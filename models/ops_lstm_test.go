@@ -453,11 +453,11 @@ func TestFastLSTMOpsReuseBuffers(t *testing.T) {
 				t.Fatal(err)
 			}
 			y := do(&lstmOp{plainOp{}, st}, x, wx, wh, bias)
-			db := do(&lstmBackOp{plainOp{}, st}, x, wx, wh, y, y)
+			db := do(&lstmBackOp{backwardOp{}, st}, x, wx, wh, y, y)
 			outs = append(outs, &e.Float32s()[0], &y.Float32s()[0], &db.Float32s()[0])
 			var dx *tensor.Dense
 			for which := range 3 {
-				g := do(&lstmGradOp{plainOp{}, st, which}, db)
+				g := do(&lstmGradOp{backwardOp{}, st, which}, db)
 				outs = append(outs, &g.Float32s()[0])
 				if which == 0 {
 					dx = g.ShallowClone()
@@ -466,8 +466,8 @@ func TestFastLSTMOpsReuseBuffers(t *testing.T) {
 			if err := dx.Reshape(b*steps, in); err != nil {
 				t.Fatal(err)
 			}
-			de := do(&embedTableGradOp{plainOp{}, es, table.Shape()}, dx)
-			dxe := do(&embedDataGradOp{plainOp{}, es, onehot.Shape()}, table, dx)
+			de := do(&embedTableGradOp{backwardOp{}, es, table.Shape()}, dx)
+			dxe := do(&embedDataGradOp{backwardOp{}, es, onehot.Shape()}, table, dx)
 			return append(outs, &de.Float32s()[0], &dxe.Float32s()[0])
 		}
 		first := run()

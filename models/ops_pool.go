@@ -175,7 +175,7 @@ func (op *maxPoolOp) SymDiff(inputs G.Nodes, _, grad *G.Node) (G.Nodes, error) {
 
 // maxPoolGradOp adds each output gradient to the input position of its maximum.
 type maxPoolGradOp struct {
-	plainOp
+	backwardOp
 	*poolState
 	xShape tensor.Shape
 	dx     *tensor.Dense
@@ -185,11 +185,7 @@ func (op *maxPoolGradOp) Arity() int            { return 1 }
 func (op *maxPoolGradOp) Type() hm.Type         { return fnType(4, 4) }
 func (op *maxPoolGradOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "fastMaxPoolGrad#%d", op.id) }
 func (op *maxPoolGradOp) Hashcode() uint32      { return hashOp(op) }
-func (op *maxPoolGradOp) DiffWRT(int) []bool    { return []bool{false} }
 func (op *maxPoolGradOp) String() string        { return fmt.Sprintf("MaxPoolGrad#%d", op.id) }
-func (op *maxPoolGradOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
-	return nil, noSecondOrder(op)
-}
 func (op *maxPoolGradOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
 	return op.xShape.Clone(), nil
 }
@@ -290,7 +286,7 @@ func (op *globalAvgPoolOp) SymDiff(inputs G.Nodes, _, grad *G.Node) (G.Nodes, er
 
 // globalAvgPoolGradOp writes dx[n, c, :] = dy[n, c] / (H·W).
 type globalAvgPoolGradOp struct {
-	plainOp
+	backwardOp
 	id     int64 // the forward op's
 	xShape tensor.Shape
 	dx     *tensor.Dense
@@ -301,12 +297,8 @@ func (op *globalAvgPoolGradOp) Type() hm.Type { return fnType(4, 2) }
 func (op *globalAvgPoolGradOp) WriteHash(h hash.Hash) {
 	fmt.Fprintf(h, "fastGlobalAvgPoolGrad#%d", op.id)
 }
-func (op *globalAvgPoolGradOp) Hashcode() uint32   { return hashOp(op) }
-func (op *globalAvgPoolGradOp) DiffWRT(int) []bool { return []bool{false} }
-func (op *globalAvgPoolGradOp) String() string     { return fmt.Sprintf("GlobalAvgPoolGrad#%d", op.id) }
-func (op *globalAvgPoolGradOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
-	return nil, noSecondOrder(op)
-}
+func (op *globalAvgPoolGradOp) Hashcode() uint32 { return hashOp(op) }
+func (op *globalAvgPoolGradOp) String() string   { return fmt.Sprintf("GlobalAvgPoolGrad#%d", op.id) }
 func (op *globalAvgPoolGradOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
 	return op.xShape.Clone(), nil
 }

@@ -181,7 +181,7 @@ func chunked(n int, f func(lo, hi int)) {
 
 // reluGradOp is dy where the ReLU output y is positive, else 0.
 type reluGradOp struct {
-	plainOp
+	backwardOp
 	id   int64 // the forward op's
 	dims int
 	d    *tensor.Dense
@@ -191,11 +191,7 @@ func (op *reluGradOp) Arity() int            { return 2 }
 func (op *reluGradOp) Type() hm.Type         { return fnType(op.dims, op.dims, op.dims) }
 func (op *reluGradOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "fastReLUGrad#%d", op.id) }
 func (op *reluGradOp) Hashcode() uint32      { return hashOp(op) }
-func (op *reluGradOp) DiffWRT(int) []bool    { return []bool{false, false} }
 func (op *reluGradOp) String() string        { return fmt.Sprintf("ReLUGrad#%d", op.id) }
-func (op *reluGradOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
-	return nil, noSecondOrder(op)
-}
 func (op *reluGradOp) InferShape(ds ...G.DimSizer) (tensor.Shape, error) {
 	s, ok := ds[0].(tensor.Shape)
 	if !ok {
@@ -224,7 +220,7 @@ func (op *reluGradOp) Do(vals ...G.Value) (G.Value, error) {
 
 // biasGradOp sums a gradient (N, C, ...) over every axis but the channel.
 type biasGradOp struct {
-	plainOp
+	backwardOp
 	id     int64 // the forward op's
 	dims   int
 	bShape tensor.Shape
@@ -235,11 +231,7 @@ func (op *biasGradOp) Arity() int            { return 1 }
 func (op *biasGradOp) Type() hm.Type         { return fnType(op.bShape.Dims(), op.dims) }
 func (op *biasGradOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "fastBiasGrad#%d", op.id) }
 func (op *biasGradOp) Hashcode() uint32      { return hashOp(op) }
-func (op *biasGradOp) DiffWRT(int) []bool    { return []bool{false} }
 func (op *biasGradOp) String() string        { return fmt.Sprintf("BiasGrad#%d", op.id) }
-func (op *biasGradOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
-	return nil, noSecondOrder(op)
-}
 func (op *biasGradOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
 	return op.bShape.Clone(), nil
 }
