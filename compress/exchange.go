@@ -57,7 +57,7 @@ type Exchange struct {
 	out       []float32
 	traffic   Traffic
 	step      func(step int) Context
-	sum64     dist.Float64Sum
+	sum64     dist.Float64Mean
 }
 
 // Builder makes one worker's compressor for the tensors it compresses.
@@ -229,12 +229,8 @@ func (x *Exchange) Exchange64(grad []float64, _ int) error {
 	if n == 1 {
 		return nil
 	}
-	if _, err := x.sum64.AllReduce(x.member, grad); err != nil {
+	if err := x.sum64.Mean(x.member, grad); err != nil {
 		return err
-	}
-	inv := 1 / float64(n)
-	for i := range grad {
-		grad[i] *= inv
 	}
 	x.traffic.Steps++
 	x.traffic.SteadySteps++

@@ -46,7 +46,7 @@ type Exchanger interface {
 // denseExchange all-reduces float32 gradients: the baseline exchange.
 type denseExchange struct {
 	c     *Counted
-	sum64 Float64Sum
+	sum64 Float64Mean
 }
 
 func (d *denseExchange) Exchange(grad []float32, _ int) error {
@@ -64,14 +64,7 @@ func (d *denseExchange) Bytes() int64 { return d.c.Bytes() }
 
 // Exchange64 averages float64 gradients (counted at 8 bytes a value).
 func (d *denseExchange) Exchange64(grad []float64, _ int) error {
-	if _, err := d.sum64.AllReduce(d.c, grad); err != nil {
-		return err
-	}
-	inv := 1 / float64(d.c.Size())
-	for i := range grad {
-		grad[i] *= inv
-	}
-	return nil
+	return d.sum64.Mean(d.c, grad)
 }
 
 // Engine maps the logical workers hosted by this process onto replicas. Worker w

@@ -6,20 +6,21 @@ import (
 	"math"
 )
 
-// Float64Sum all-reduces float64 values (model.precision float64) through
-// AllGather, which every backend has: each member sends its 8-byte values and
-// adds everyone's in rank order, so every member gets the same bits and the
-// sum does not depend on the backend's reduction order.
-type Float64Sum struct {
+// Float64Mean averages float64 values over all members (model.precision
+// float64) through AllGather, which every backend has: each member sends its
+// 8-byte values and adds everyone's in rank order, so every member gets the
+// same bits and the result does not depend on the backend's reduction order.
+type Float64Mean struct {
 	bufs [2][]byte // alternated: AllGather may lend the payload until the next call
 	flip int
 }
 
-// AllReduce replaces v, on every member, with the element-wise sum over all
-// members (same length everywhere); it returns the bytes this member sent.
-func (s *Float64Sum) AllReduce(c Collective, v []float64) (int64, error) {
-	if c.Size() == 1 {
-		return 0, nil
+// Mean replaces v, on every member, with the element-wise mean over all
+// members (same length everywhere).
+func (s *Float64Mean) Mean(c Collective, v []float64) error {
+	n := c.Size()
+	if n == 1 {
+		return nil
 	}
 	b := s.bufs[s.flip][:0]
 	for _, x := range v {
@@ -29,11 +30,11 @@ func (s *Float64Sum) AllReduce(c Collective, v []float64) (int64, error) {
 	s.flip ^= 1
 	all, err := c.AllGather(b)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	for rank, p := range all {
 		if len(p) != 8*len(v) {
-			return 0, fmt.Errorf("dist: float64 all-reduce: worker %d sent %d bytes, expected %d", rank, len(p), 8*len(v))
+			return fmt.Errorf("dist: float64 mean: worker %d sent %d bytes, expected %d", rank, len(p), 8*len(v))
 		}
 	}
 	for i := range v {
@@ -41,7 +42,7 @@ func (s *Float64Sum) AllReduce(c Collective, v []float64) (int64, error) {
 		for _, p := range all {
 			sum += math.Float64frombits(binary.LittleEndian.Uint64(p[8*i:]))
 		}
-		v[i] = sum
+		v[i] = sum / float64(n)
 	}
-	return int64(len(b)), nil
+	return nil
 }
