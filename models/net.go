@@ -35,10 +35,10 @@ type Net struct {
 	// With model.precision float64: the float32 parameters the optimizer
 	// updates and the float32 gradient it reads; Step converts master into
 	// flat. Nil otherwise.
-	master, master32Grad []float32
-	offsets              []int
-	params               []optim.Param
-	buffers              []Buffer
+	master, masterGrad []float32
+	offsets            []int
+	params             []optim.Param
+	buffers            []Buffer
 }
 
 // Buffer is non-learnable model state that a checkpoint must keep (BatchNorm
@@ -67,30 +67,25 @@ func New(cfg Config, in Input, batch, evalBatch int, seed int64) (*Net, error) {
 	case "", PrecisionFloat32:
 		return newNet(cfg, in, batch, evalBatch, seed, tensor.Float32)
 	case PrecisionFloat64:
-		return newFloat64Net(cfg, in, batch, evalBatch, seed)
+		return newNet(cfg, in, batch, evalBatch, seed, tensor.Float64)
 	}
 	return nil, fmt.Errorf("model.precision: %q: must be one of %s", cfg.Precision, strings.Join(PrecisionNames(), ", "))
 }
 
-// newFloat64Net builds a float64 graph behind float32 parameters: the same
-// initial values as the float32 model (drawn in float64 and rounded, as the
-// float32 model's initialiser does), then master is the source of truth.
-func newFloat64Net(cfg Config, in Input, batch, evalBatch int, seed int64) (*Net, error) {
-	n, err := newNet(cfg, in, batch, evalBatch, seed, tensor.Float64)
-	if err != nil {
-		return nil, err
-	}
+// useMaster puts float32 parameters in front of a float64 graph
+// (model.precision float64): the initial values are the float32 model's
+// (drawn in float64 and rounded, as its initialiser does), and from then on
+// master is the source of truth.
+func (n *Net) useMaster() error {
 	if len(n.train.b.bns) > 0 {
-		return nil, fmt.Errorf("model.precision: float64: model %s has BatchNorm, whose running statistics are float32 only (expected a model without BatchNorm, or model.precision float32)", cfg.Name)
+		return fmt.Errorf("model.precision: float64: model %s has BatchNorm, whose running statistics are float32 only (expected a model without BatchNorm, or model.precision float32)", n.cfg.Name)
 	}
 	flat := n.flat.([]float64)
-	n.master, n.master32Grad = make([]float32, len(flat)), make([]float32, len(flat))
+	n.master, n.masterGrad = make([]float32, len(flat)), make([]float32, len(flat))
 	for i, v := range flat {
 		n.master[i] = float32(v)
 	}
-	n.params = n.params[:0]
-	n.makeViews()
-	return n, nil
+	return nil
 }
 
 // syncMaster copies the float32 parameters into the float64 graph's buffer.
@@ -149,6 +144,12 @@ func newNet(cfg Config, in Input, batch, evalBatch int, seed int64, dt tensor.Dt
 		return nil, err
 	}
 	n.train.b.initialise(n.flat, n.offsets, seed)
+	// Gradient checks build float64 nets without a precision: no master.
+	if dt == tensor.Float64 && cfg.Precision == PrecisionFloat64 {
+		if err := n.useMaster(); err != nil {
+			return nil, err
+		}
+	}
 
 	learnables := make(G.Nodes, len(n.train.b.params))
 	for i, p := range n.train.b.params {
@@ -222,7 +223,7 @@ func (n *Net) makeViews() {
 	flat32, _ := n.flat.([]float32)
 	grad32, _ := n.grad.([]float32)
 	if n.master != nil {
-		flat32, grad32 = n.master, n.master32Grad
+		flat32, grad32 = n.master, n.masterGrad
 	}
 	for i, p := range n.train.b.params {
 		sz := numel(p.shape)
@@ -272,7 +273,7 @@ func (n *Net) Flat() []float32 {
 // Step, or with model.precision float64 by whoever reduces Grad64 (the engine).
 func (n *Net) Grad() []float32 {
 	if n.master != nil {
-		return n.master32Grad
+		return n.masterGrad
 	}
 	return n.grad.([]float32)
 }
