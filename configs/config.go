@@ -43,6 +43,13 @@ type TrainConfig struct {
 	Checkpoint bool `mapstructure:"checkpoint" yaml:"checkpoint"` // write a checkpoint after every epoch (default true)
 	MaxSteps   int  `mapstructure:"max_steps" yaml:"max_steps"`   // stop each epoch after this many steps; 0 = full epochs (smoke tests)
 	EvalLimit  int  `mapstructure:"eval_limit" yaml:"eval_limit"` // evaluate on at most this many test examples; 0 = all
+	// Mid-epoch checkpoints: every this many optimizer steps (0 = only at epoch ends)
+	// and/or after this many minutes of wall-clock time since the last one (0 = off).
+	CheckpointEvery   int     `mapstructure:"checkpoint_every" yaml:"checkpoint_every"`
+	CheckpointMinutes float64 `mapstructure:"checkpoint_minutes" yaml:"checkpoint_minutes"`
+	// KeepCheckpoints is how many of the newest checkpoints are kept (>= 1); the one
+	// with the lowest test loss is kept besides them.
+	KeepCheckpoints int `mapstructure:"keep_checkpoints" yaml:"keep_checkpoints"`
 }
 
 // DistConfig is the `dist` section (data-parallel workers).

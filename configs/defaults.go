@@ -74,6 +74,10 @@ func Default() Config {
 			Checkpoint: true,
 			MaxSteps:   0,
 			EvalLimit:  0,
+			// Epoch ends only by default; a long epoch sets checkpoint_every or _minutes.
+			CheckpointEvery:   0,
+			CheckpointMinutes: 0,
+			KeepCheckpoints:   3,
 		},
 		Dist: DistConfig{
 			Workers:    1,

@@ -163,3 +163,29 @@ func editDistance(a, b string) int {
 	}
 	return row[len(b)]
 }
+
+// Flat returns every key of c with its value as text ("data.batch_size" -> "64",
+// "model.hidden" -> "[512 256]"), the form in which runs and ranks compare configs.
+func Flat(c Config) map[string]string {
+	v := reflect.ValueOf(c)
+	out := make(map[string]string, len(fields))
+	for _, f := range fields {
+		out[f.key] = fmt.Sprint(v.FieldByIndex(f.index).Interface())
+	}
+	return out
+}
+
+// outcomeFree lists the keys that change neither the parameters a run computes nor the
+// order of its steps: how it is logged, checkpointed, evaluated and run on the
+// machine. Every other key changes the maths, so a resumed run must keep it.
+var outcomeFree = map[string]bool{
+	"name": true, "data.dir": true, "data.eval_batch_size": true,
+	"train.log_every": true, "train.progress": true, "train.checkpoint": true,
+	"train.checkpoint_every": true, "train.checkpoint_minutes": true, "train.keep_checkpoints": true,
+	"train.eval_limit": true, "dist.check_every": true,
+	"network.bandwidth_gbps": true, "network.latency_us": true, "network.topology": true,
+}
+
+// ChangesOutcome reports whether a different value of key can change the run's
+// parameters or its sequence of steps (and so must match on resume).
+func ChangesOutcome(key string) bool { return !outcomeFree[key] }

@@ -142,6 +142,9 @@ func (c Config) problems() []problem {
 	ps.atLeast("train.log_every", t.LogEvery, 1)
 	ps.atLeast("train.max_steps", t.MaxSteps, 0)
 	ps.atLeast("train.eval_limit", t.EvalLimit, 0)
+	ps.atLeast("train.checkpoint_every", t.CheckpointEvery, 0)
+	ps.need(t.CheckpointMinutes >= 0, "train.checkpoint_minutes", t.CheckpointMinutes, "must be >= 0 (0 = off)")
+	ps.atLeast("train.keep_checkpoints", t.KeepCheckpoints, 1)
 
 	ps.atLeast("dist.workers", c.Dist.Workers, 1)
 	ps.atLeast("dist.replicas", c.Dist.Replicas, 0)

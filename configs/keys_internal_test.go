@@ -1,0 +1,26 @@
+package configs
+
+import "testing"
+
+func TestFlatNamesEveryKeyWithItsValue(t *testing.T) {
+	c := Default()
+	c.Model.Hidden = []int{300, 100}
+	c.Optim.LR = 0.125
+	flat := Flat(c)
+	if len(flat) != len(Keys()) {
+		t.Fatalf("Flat has %d keys, Keys %d", len(flat), len(Keys()))
+	}
+	for key, want := range map[string]string{"model.hidden": "[300 100]", "optim.lr": "0.125", "data.batch_size": "64", "train.keep_checkpoints": "3"} {
+		if flat[key] != want {
+			t.Errorf("Flat[%q] = %q, want %q", key, flat[key], want)
+		}
+	}
+	for key := range outcomeFree {
+		if _, ok := fieldByKey[key]; !ok {
+			t.Errorf("outcomeFree names %q, which is not a config key", key)
+		}
+	}
+	if !ChangesOutcome("optim.lr") || !ChangesOutcome("train.max_steps") || ChangesOutcome("train.log_every") {
+		t.Error("ChangesOutcome: optim.lr and train.max_steps change a run, train.log_every does not")
+	}
+}
