@@ -50,6 +50,9 @@ type TrainConfig struct {
 	// KeepCheckpoints is how many of the newest checkpoints are kept (>= 1); the one
 	// with the lowest test loss is kept besides them.
 	KeepCheckpoints int `mapstructure:"keep_checkpoints" yaml:"keep_checkpoints"`
+	// MaxLoss: a training or test loss above it (or not finite) stops the run as
+	// diverged; 0 = 100 x ln(classes), a hundred times the loss of a uniform guess.
+	MaxLoss float64 `mapstructure:"max_loss" yaml:"max_loss"`
 }
 
 // DistConfig is the `dist` section (data-parallel workers).

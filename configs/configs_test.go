@@ -400,7 +400,7 @@ func TestValidateAll(t *testing.T) {
 	c.Schedule.Scaling = "cubic"
 	c.Optim.LARSEta, c.Optim.LAMBMaxGradNorm, c.Schedule.Power = -1, -1, -1
 	c.Train.Epochs, c.Train.LogEvery, c.Train.MaxSteps, c.Train.EvalLimit = 0, 0, -1, -1
-	c.Train.CheckpointEvery, c.Train.CheckpointMinutes, c.Train.KeepCheckpoints = -1, -1, 0
+	c.Train.CheckpointEvery, c.Train.CheckpointMinutes, c.Train.KeepCheckpoints, c.Train.MaxLoss = -1, -1, 0, -1
 	c.Dist.Workers, c.Dist.Replicas, c.Dist.Backend = 0, -1, "grpc"
 	c.Dist.Ranks, c.Dist.CheckEvery, c.Data.GlobalBatch = -1, 0, -8
 	c.Compress.Name = "zip"

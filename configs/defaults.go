@@ -78,6 +78,7 @@ func Default() Config {
 			CheckpointEvery:   0,
 			CheckpointMinutes: 0,
 			KeepCheckpoints:   3,
+			MaxLoss:           0,
 		},
 		Dist: DistConfig{
 			Workers:    1,

@@ -1,6 +1,11 @@
 package configs
 
-import "testing"
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
 
 func TestFlatNamesEveryKeyWithItsValue(t *testing.T) {
 	c := Default()
@@ -22,5 +27,23 @@ func TestFlatNamesEveryKeyWithItsValue(t *testing.T) {
 	}
 	if !ChangesOutcome("optim.lr") || !ChangesOutcome("train.max_steps") || ChangesOutcome("train.log_every") {
 		t.Error("ChangesOutcome: optim.lr and train.max_steps change a run, train.log_every does not")
+	}
+}
+
+func TestRunNamesCannotLeaveRuns(t *testing.T) {
+	for _, name := range []string{"../../x", "/tmp/abs", "a/b", ".hidden", "-flag"} {
+		_, err := Load("", []string{"name=" + name})
+		if err == nil || !strings.Contains(err.Error(), "name") || !strings.Contains(err.Error(), name) {
+			t.Errorf("name %q: err = %v, want a name error quoting the value", name, err)
+		}
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "my run (v2).yaml")
+	if err := os.WriteFile(path, []byte("seed: 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(path, nil)
+	if err != nil || c.Name != "my-run-v2-" {
+		t.Fatalf("name from %q = %q (%v), want my-run-v2-", path, c.Name, err)
 	}
 }

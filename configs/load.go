@@ -6,6 +6,7 @@ import (
 	"math"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -62,8 +63,8 @@ func Load(path string, sets []string) (Config, error) {
 	c.Optim.ApplyDefaults()
 	c.Schedule.ApplyDefaults()
 	if c.Name == "" {
-		c.Name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
-		if path == "" || c.Name == "" {
+		c.Name = unsafeRun.ReplaceAllString(strings.TrimSuffix(filepath.Base(path), filepath.Ext(path)), "-")
+		if path == "" || !SafeName.MatchString(c.Name) {
 			c.Name = "run"
 		}
 	}
@@ -83,6 +84,9 @@ func Load(path string, sets []string) (Config, error) {
 	}
 	return c, nil
 }
+
+// unsafeRun matches what a file name may hold but a run name may not.
+var unsafeRun = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
 // checkFile reports the file's keys that are not in Config and its values that do not
 // parse as their field's type. UnmarshalExact would reject both too, but its errors

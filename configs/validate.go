@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -74,12 +75,17 @@ func (ps *checker) fraction(key string, x float64) {
 	ps.need(x > 0 && x <= 1, key, x, "must be in (0, 1]")
 }
 
+// SafeName is what names that become folder names (runs, sweeps, variations) may be.
+var SafeName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
 func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 
 // problems lists the failed rules in key order of the struct.
 func (c Config) problems() []problem {
 	var ps checker
 
+	ps.need(c.Name == "" || SafeName.MatchString(c.Name), "name", c.Name,
+		"must be letters, digits, '.', '_' or '-', starting with a letter or digit: it names the run's folder under runs/")
 	d := c.Data
 	ps.oneOf("data.name", d.Name, dataNames)
 	ps.atLeast("data.batch_size", d.BatchSize, 1)
@@ -145,6 +151,7 @@ func (c Config) problems() []problem {
 	ps.atLeast("train.checkpoint_every", t.CheckpointEvery, 0)
 	ps.need(t.CheckpointMinutes >= 0, "train.checkpoint_minutes", t.CheckpointMinutes, "must be >= 0 (0 = off)")
 	ps.atLeast("train.keep_checkpoints", t.KeepCheckpoints, 1)
+	ps.need(t.MaxLoss >= 0 && !math.IsInf(t.MaxLoss, 0), "train.max_loss", t.MaxLoss, "must be a finite value >= 0 (0 = 100 x ln(classes))")
 
 	ps.atLeast("dist.workers", c.Dist.Workers, 1)
 	ps.atLeast("dist.replicas", c.Dist.Replicas, 0)

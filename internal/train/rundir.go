@@ -1,0 +1,125 @@
+package train
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// lockName is the run directory's lock file. The lock itself is an advisory
+// lock on the open file (released by the kernel when the process dies, so a
+// killed run never leaves a stale lock); the file's text names the holder.
+const lockName = ".lock"
+
+// runFiles are what a run writes into its directory: a folder holding any of
+// them holds a run, and --overwrite removes exactly these.
+var runFiles = []string{"config.yaml", "metrics.jsonl", "summary.json", "checkpoints"}
+
+// runDir is a run directory owned by this process until release.
+type runDir struct {
+	path string
+	lock *os.File
+}
+
+// claimRunDir creates path if needed and takes its lock; a second process fails
+// at once, naming the holder. A fresh run (resume false) refuses a folder that
+// already holds a run unless overwrite is set, which removes that run's files
+// first; a resumed run needs one.
+func claimRunDir(path string, resume, overwrite bool) (*runDir, error) {
+	if err := os.MkdirAll(path, 0o755); err != nil {
+		return nil, fmt.Errorf("run directory: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(path, lockName), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("run directory %s: cannot create its lock file: %w", path, err)
+	}
+	if err := lockFile(f); err != nil {
+		holder, _ := os.ReadFile(f.Name())
+		f.Close()
+		if errors.Is(err, errLocked) {
+			return nil, fmt.Errorf("run directory %s is in use by another gradwire process (%s); wait for it to end or choose another --out",
+				path, describeHolder(string(holder)))
+		}
+		return nil, fmt.Errorf("run directory %s: lock: %w", path, err)
+	}
+	d := &runDir{path: path, lock: f}
+	if err := d.writeHolder(); err != nil {
+		d.release()
+		return nil, err
+	}
+	present := d.runFilesPresent()
+	switch {
+	case resume && len(present) == 0:
+		d.release()
+		return nil, fmt.Errorf("resume: %s holds no run (no config.yaml, metrics.jsonl or checkpoints/)", path)
+	case !resume && len(present) > 0 && !overwrite:
+		d.release()
+		return nil, fmt.Errorf("run directory %s already holds a run (%s): continue it with gradwire train --resume %s, "+
+			"replace it with --overwrite, or choose another --out", path, strings.Join(present, ", "), path)
+	case !resume && overwrite:
+		for _, name := range present {
+			if err := os.RemoveAll(filepath.Join(path, name)); err != nil {
+				d.release()
+				return nil, fmt.Errorf("--overwrite: %w", err)
+			}
+		}
+	}
+	return d, nil
+}
+
+// writeHolder records who holds the lock, for the error a second process prints.
+func (d *runDir) writeHolder() error {
+	host, _ := os.Hostname()
+	text := fmt.Sprintf("pid %d\nhost %s\nstarted %s\n", os.Getpid(), host, time.Now().Format(time.RFC3339))
+	if err := d.lock.Truncate(0); err != nil {
+		return fmt.Errorf("run directory %s: lock file: %w", d.path, err)
+	}
+	if _, err := d.lock.WriteAt([]byte(text), 0); err != nil {
+		return fmt.Errorf("run directory %s: lock file: %w", d.path, err)
+	}
+	return nil
+}
+
+// describeHolder turns the lock file's text into "PID 123 on host h since T".
+func describeHolder(text string) string {
+	fields := map[string]string{}
+	for _, line := range strings.Split(text, "\n") {
+		if k, v, ok := strings.Cut(line, " "); ok {
+			fields[k] = v
+		}
+	}
+	pid, err := strconv.Atoi(fields["pid"])
+	if err != nil {
+		return "holder unknown"
+	}
+	s := fmt.Sprintf("PID %d on host %s", pid, fields["host"])
+	if t := fields["started"]; t != "" {
+		s += " since " + t
+	}
+	return s
+}
+
+// runFilesPresent lists the run files that exist in the directory.
+func (d *runDir) runFilesPresent() []string {
+	var out []string
+	for _, name := range runFiles {
+		if _, err := os.Lstat(filepath.Join(d.path, name)); err == nil {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// release gives the directory up. The lock file stays (removing it would let a
+// process that opened it before the removal lock a file no one else sees).
+func (d *runDir) release() {
+	if d != nil && d.lock != nil {
+		unlockFile(d.lock)
+		d.lock.Close()
+		d.lock = nil
+	}
+}
