@@ -78,6 +78,7 @@ type Engine struct {
 	grads    [][]float32  // per local worker
 	grads64  [][]float64  // per local worker, with float64 replicas (else nil)
 	losses   [][]float32  // per local worker, one value
+	own      []float64    // per local worker, its own loss of the last step
 	compute  []time.Duration
 	// Per-step scratch, one slot per local worker, reused so that a step
 	// allocates nothing here: each ready channel carries exactly one value a step.
@@ -102,7 +103,7 @@ func NewEngine(members []Collective, replicas []Replica, exchange []Exchanger) (
 			return nil, fmt.Errorf("dist: replica %d has %d parameters, replica 0 has %d", i, len(r.Flat()), n)
 		}
 	}
-	e := &Engine{replicas: replicas, members: members, compute: make([]time.Duration, len(members)),
+	e := &Engine{replicas: replicas, members: members, compute: make([]time.Duration, len(members)), own: make([]float64, len(members)),
 		ready: make([]chan error, len(members)), errs: make([]error, len(members)), causes: make([]error, len(members))}
 	for w := range e.ready {
 		e.ready[w] = make(chan error, 1)
@@ -195,6 +196,7 @@ func (e *Engine) Step(step int, batch func(w int) ([]float32, []int32)) (float64
 						copy(e.grads[w], rep.Grad())
 					}
 					e.losses[w][0] = float32(loss)
+					e.own[w] = loss
 				}
 				ready[w] <- err
 				if err != nil {
@@ -248,6 +250,26 @@ func (e *Engine) Step(step int, batch func(w int) ([]float32, []int32)) (float64
 		copy(e.replicas[0].Grad(), e.grads[0])
 	}
 	return float64(e.losses[0][0] / float32(e.Workers())), nil
+}
+
+// WorkerLosses returns the loss each logical worker of the run computed in the
+// last step, in global rank order (a collective: every process calls it), so that
+// a diverged step can name its worker.
+func (e *Engine) WorkerLosses() ([]float64, error) {
+	all, err := e.GatherAll(func(w int) []byte {
+		return binary.LittleEndian.AppendUint64(nil, math.Float64bits(e.own[w]))
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float64, len(all))
+	for i, p := range all {
+		if len(p) != 8 {
+			return nil, fmt.Errorf("dist: worker %d sent a %d-byte loss, expected 8", i, len(p))
+		}
+		out[i] = math.Float64frombits(binary.LittleEndian.Uint64(p))
+	}
+	return out, nil
 }
 
 // abort tells the other members that worker w failed, when the backend supports it.

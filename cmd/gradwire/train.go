@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gradwire/gradwire/configs"
+	"github.com/gradwire/gradwire/internal/sweep"
 	"github.com/gradwire/gradwire/internal/train"
 )
 
@@ -22,6 +23,8 @@ func newTrainCmd() *cobra.Command {
 		sets       []string
 		outDir     string
 		resumeDir  string
+		overwrite  bool
+		allow      []string
 	)
 	cmd := &cobra.Command{
 		Use:   "train --config FILE [--set key=value]... [--out DIR] | train --resume DIR",
@@ -32,19 +35,32 @@ example --set optim.lr=0.1 --set model.hidden=300,100.
 
 The run directory (--out, default runs/<config name>-<timestamp>) receives
 config.yaml (the resolved config), metrics.jsonl (logged steps and one record per
-epoch), checkpoints/epoch-NNNN.ckpt after every epoch, and summary.json at the end.
---resume DIR continues the run in DIR from its last checkpoint with the config
-stored there, and ends with the same metrics as an uninterrupted run.
+epoch), checkpoints/step-NNNNNNNNN.ckpt (after every epoch, every
+train.checkpoint_every steps or train.checkpoint_minutes, and when the run is
+interrupted; the newest train.keep_checkpoints and the best are kept) and
+summary.json at the end. One process owns a run directory at a time (a second
+one fails, naming the first); --out into a folder that holds another run is
+refused unless --overwrite (which removes that run's files first).
 
-Logs and the progress bar go to stderr; stdout receives only summary.json.`,
+--resume DIR continues the run in DIR from its newest checkpoint with the config
+stored there, and ends with the same parameters and metrics as an uninterrupted
+run. It refuses a config.yaml or data files that differ from those the
+checkpoint was made with in anything that changes the result, naming the keys;
+--allow-change KEY accepts such a change ("data" for the data files).
+
+Ctrl-C (or SIGTERM) writes a checkpoint at the current step and prints the
+command that continues the run. Logs and the progress bar go to stderr; stdout
+receives only summary.json (on MPI rank 0).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var cfg configs.Config
 			var err error
 			resume := resumeDir != ""
 			switch {
-			case resume && (configPath != "" || len(sets) > 0 || outDir != ""):
-				return fmt.Errorf("--resume uses the config stored in the run directory: do not combine it with --config, --set or --out")
+			case resume && (configPath != "" || len(sets) > 0 || outDir != "" || overwrite):
+				return fmt.Errorf("--resume uses the config stored in the run directory: do not combine it with --config, --set, --out or --overwrite")
+			case !resume && len(allow) > 0:
+				return fmt.Errorf("--allow-change applies to --resume only")
 			case resume:
 				outDir = resumeDir
 				if cfg, err = configs.Load(filepath.Join(resumeDir, "config.yaml"), nil); err != nil {
@@ -70,11 +86,13 @@ Logs and the progress bar go to stderr; stdout receives only summary.json.`,
 				},
 			}))
 			log.Info("run", "dir", outDir, "config", strings.TrimSpace(configPath+resumeDir))
-			sum, err := train.Run(cmd.Context(), cfg, train.Options{OutDir: outDir, Resume: resume, Log: log, Stderr: stderr})
-			if errors.Is(err, context.Canceled) {
-				return fmt.Errorf("interrupted; continue from the last completed epoch with: gradwire train --resume %s", outDir)
-			}
+			sum, err := train.Run(cmd.Context(), cfg, train.Options{OutDir: outDir, Resume: resume, Overwrite: overwrite,
+				AllowChange: allow, Log: log, Stderr: stderr})
 			if err != nil {
+				return interruptedHint(err, outDir)
+			}
+			if sum == nil {
+				return nil // an MPI rank other than 0: rank 0 prints the summary
 				return err
 			}
 			enc := json.NewEncoder(cmd.OutOrStdout())
@@ -86,6 +104,23 @@ Logs and the progress bar go to stderr; stdout receives only summary.json.`,
 	f.StringVarP(&configPath, "config", "c", "", "run config (YAML)")
 	f.StringArrayVar(&sets, "set", nil, "override a config key: --set key=value (repeatable)")
 	f.StringVarP(&outDir, "out", "o", "", "run directory (default runs/<config name>-<timestamp>)")
-	f.StringVar(&resumeDir, "resume", "", "continue the run in this directory from its last checkpoint")
+	f.StringVar(&resumeDir, "resume", "", "continue the run in this directory from its newest checkpoint")
+	f.BoolVar(&overwrite, "overwrite", false, "replace the run that --out holds (its config, metrics, summary and checkpoints are removed first)")
+	f.StringSliceVar(&allow, "allow-change", nil, "with --resume: accept a changed config key (repeatable or comma-separated; \"data\" for the data files)")
 	return cmd
+}
+
+// interruptedHint turns an interrupted run's error into the command that
+// continues it, or says why it cannot be continued.
+func interruptedHint(err error, outDir string) error {
+	var stopped *train.Interrupted
+	switch {
+	case errors.As(err, &stopped) && stopped.Checkpoint != "":
+		return fmt.Errorf("%w; continue with: gradwire train --resume %s", err, sweep.ShellQuote(outDir))
+	case errors.As(err, &stopped):
+		return fmt.Errorf("%w; no checkpoint was written (train.checkpoint is false, or the write failed), so the run cannot be continued", err)
+	case errors.Is(err, context.Canceled):
+		return fmt.Errorf("interrupted before training started; nothing to continue: %w", err)
+	}
+	return err
 }

@@ -255,7 +255,7 @@ func runOne(ctx context.Context, s *Sweep, r Run, dir string, resume bool) (*tra
 	log := slog.New(slog.NewTextHandler(f, nil))
 	log.Info("sweep", "sweep", s.Name, "variation", r.Variation, "seed", r.Seed, "resume", resume,
 		"base", s.BasePath, "set", strings.Join(r.Sets, " "))
-	sum, err := train.Run(ctx, r.Config, train.Options{OutDir: dir, Resume: resume, Log: log})
+	sum, err := train.Run(ctx, r.Config, train.Options{OutDir: dir, Resume: resume, Overwrite: !resume, Log: log})
 	if err != nil {
 		log.Error("run failed", "err", err)
 	}
@@ -288,15 +288,15 @@ func DryRun(w io.Writer, s *Sweep, results string) error {
 		}
 		args = append(args, "--out", r.Dir(dir))
 		for i, a := range args {
-			args[i] = shellQuote(a)
+			args[i] = ShellQuote(a)
 		}
 		fmt.Fprintf(w, "[%d/%d] %s seed %d (%s): %s\n", r.Index, len(s.Runs), r.Variation, r.Seed, st, strings.Join(args, " "))
 	}
 	return errors.Join(errs...)
 }
 
-// shellQuote quotes a for a POSIX shell when it holds anything but safe characters.
-func shellQuote(a string) string {
+// ShellQuote quotes a for a POSIX shell when it holds anything but safe characters.
+func ShellQuote(a string) string {
 	safe := a != ""
 	for _, c := range a {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("-_./=,:+@%", c)) {

@@ -39,6 +39,13 @@ type checkpoint struct {
 	Samples       int64
 	Workers       []workerState // per logical worker of the run: compressor state and wire accounting
 	Epochs        []EpochResult
+
+	StepInEpoch    int               // steps of epoch Epoch+1 already taken (0 at an epoch end)
+	LossSum        float64           // sum of the training losses of those steps
+	EpochSeconds   float64           // training seconds spent in that partial epoch
+	ReplicaBuffers [][][]float32     // mid-epoch only: every logical worker's replica buffers; nil at epoch ends
+	Config         map[string]string // the resolved config (configs.Flat) the run was made with
+	DataDigest     string            // data.Source digest of the files read
 }
 
 func checkpointPath(dir string, epoch int) string {

@@ -2,8 +2,11 @@ package train
 
 import (
 	"bytes"
+	"context"
+	"encoding/binary"
 	"encoding/gob"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"strconv"
@@ -66,7 +69,7 @@ func (j *job) defaultReplicas() int {
 
 // setupReplicas builds the replicas (identical models), each local worker's
 // gradient exchange and the engine.
-func (j *job) setupReplicas(in models.Input, evalBatch int) error {
+func (j *job) setupReplicas(ctx context.Context, in models.Input, evalBatch int) error {
 	n := j.cfg.Dist.Replicas
 	if n == 0 {
 		n = j.defaultReplicas()
@@ -75,6 +78,9 @@ func (j *job) setupReplicas(in models.Input, evalBatch int) error {
 	j.nets = make([]*models.Net, n)
 	reps := make([]dist.Replica, n)
 	for r := range j.nets {
+		if err := ctx.Err(); err != nil {
+			return err // a signal during a long build
+		}
 		net, err := models.New(j.cfg.Model, in, j.cfg.WorkerBatch(), evalBatch, j.cfg.Seed)
 		if err != nil {
 			return err
@@ -252,4 +258,76 @@ func ratio(dense, sent int64) float64 {
 		return 1
 	}
 	return float64(dense) / float64(sent)
+}
+
+// gatherWorkerBuffers collects, for every logical worker of the run, the model
+// buffers of the replica that computes it (a collective). Inside an epoch the
+// replicas' BatchNorm statistics differ; a checkpoint keeps each of them.
+func (j *job) gatherWorkerBuffers() ([][][]float32, error) {
+	sizes := bufferSizes(j.net)
+	total := 0
+	for _, n := range sizes {
+		total += n
+	}
+	if total == 0 {
+		return nil, nil
+	}
+	reps := j.replicaBuffers()
+	all, err := j.engine.GatherAll(func(w int) []byte {
+		out := make([]byte, 0, 4*total)
+		for _, b := range reps[w%len(reps)] {
+			for _, v := range b {
+				out = binary.LittleEndian.AppendUint32(out, math.Float32bits(v))
+			}
+		}
+		return out
+	})
+	if err != nil {
+		return nil, err
+	}
+	bufs := make([][][]float32, len(all))
+	for w, p := range all {
+		if len(p) != 4*total {
+			return nil, fmt.Errorf("worker %d sent %d bytes of model buffers, expected %d", w, len(p), 4*total)
+		}
+		for _, n := range sizes {
+			b := make([]float32, n)
+			for i := range b {
+				b[i] = math.Float32frombits(binary.LittleEndian.Uint32(p[4*i:]))
+			}
+			bufs[w] = append(bufs[w], b)
+			p = p[4*n:]
+		}
+	}
+	return bufs, nil
+}
+
+// setWorkerBuffers restores per-worker buffers from a mid-epoch checkpoint: each
+// local replica gets the buffers of the first worker it computes.
+func (j *job) setWorkerBuffers(bufs [][][]float32) error {
+	if len(bufs) != j.cfg.Dist.Workers {
+		return fmt.Errorf("model buffers of %d workers, the config has %d", len(bufs), j.cfg.Dist.Workers)
+	}
+	sizes := bufferSizes(j.net)
+	for r, set := range j.replicaBuffers() {
+		src := bufs[j.engine.FirstWorker()+r]
+		if len(src) != len(sizes) {
+			return fmt.Errorf("worker %d: %d model buffers, the model has %d", j.engine.FirstWorker()+r, len(src), len(sizes))
+		}
+		for i, b := range set {
+			if len(src[i]) != len(b) {
+				return fmt.Errorf("worker %d: model buffer %d has %d values, the model %d", j.engine.FirstWorker()+r, i, len(src[i]), len(b))
+			}
+			copy(b, src[i])
+		}
+	}
+	return nil
+}
+
+func bufferSizes(net *models.Net) []int {
+	var sizes []int
+	for _, b := range net.Buffers() {
+		sizes = append(sizes, len(b.Value))
+	}
+	return sizes
 }

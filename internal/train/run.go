@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -30,11 +31,34 @@ import (
 
 // Options are what the train command passes in besides the config.
 type Options struct {
-	OutDir string       // run directory; created if missing
-	Resume bool         // continue from the last checkpoint in OutDir
-	Log    *slog.Logger // progress messages (stderr); nil = discard
-	Stderr io.Writer    // where the progress bar goes; nil = no bar
+	OutDir    string // run directory; created if missing
+	Resume    bool   // continue from the last checkpoint in OutDir
+	Overwrite bool   // a fresh run into a folder holding another run removes that run's files first
+	// AllowChange names the keys (and "data" for the data files) a resumed run
+	// may have changed since its checkpoint; any other change is refused.
+	AllowChange []string
+	Log         *slog.Logger // progress messages (stderr); nil = discard
+	Stderr      io.Writer    // where the progress bar goes; nil = no bar
 }
+
+// Interrupted is the error of a run stopped by its context (Ctrl-C, SIGTERM). It
+// wraps the context's error.
+type Interrupted struct {
+	Dir        string
+	Checkpoint string // the checkpoint written at the step it stopped; "" when none could be
+	Epoch      int    // the epoch it stopped in (1-based)
+	Step       int    // optimizer steps taken
+	Cause      error
+}
+
+func (e *Interrupted) Error() string {
+	if e.Checkpoint == "" {
+		return fmt.Sprintf("interrupted at epoch %d after %d steps: %v", e.Epoch, e.Step, e.Cause)
+	}
+	return fmt.Sprintf("interrupted at epoch %d after %d steps; checkpoint %s written", e.Epoch, e.Step, e.Checkpoint)
+}
+
+func (e *Interrupted) Unwrap() error { return e.Cause }
 
 // job is one run's state.
 type job struct {
@@ -56,8 +80,17 @@ type job struct {
 
 	globalBatch   int
 	stepsPerEpoch int
+	evalBatch     int
+	maxLoss       float64 // a loss above it is divergence
+	dir           *runDir // the run directory, owned by this process (rank 0)
+	dataDir       string  // the data folder the files were read from
+	dataDigest    string  // data.Source digest of the files read
+	fingerprint   map[string]string
 	metrics       *os.File
 	metricsW      *bufio.Writer
+	lastCkptStep  int       // global step of the newest checkpoint written or resumed from
+	lastCkptPath  string    // its file (rank 0)
+	lastCkptTime  time.Time // when it was written, for train.checkpoint_minutes
 
 	// Batch buffers for this process's workers, allocated once.
 	gx        []float32
@@ -70,45 +103,23 @@ type job struct {
 	exchanges []*compress.Exchange
 }
 
-// Run trains according to cfg and writes the run directory. It returns the summary.
+// Run trains according to cfg and writes the run directory. It returns the summary
+// (nil on MPI ranks other than 0, which write nothing).
 func Run(ctx context.Context, cfg configs.Config, opts Options) (*Summary, error) {
 	j := &job{cfg: cfg, opts: opts, log: opts.Log}
 	if j.log == nil {
 		j.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	if err := j.setup(); err != nil {
-		j.close()
-		return nil, err
-	}
+	err := j.setup(ctx)
 	defer j.close()
-	if !j.rank0 {
-		// Only rank 0 writes the run directory; the others log nothing.
-		j.log = slog.New(slog.NewTextHandler(io.Discard, nil))
-		j.opts.Stderr = nil
-	}
-	if err := os.MkdirAll(opts.OutDir, 0o755); err != nil {
-		return nil, fmt.Errorf("output directory: %w", err)
+	if err != nil {
+		return nil, err
 	}
 	state := &checkpoint{}
 	if opts.Resume {
-		path, err := latestCheckpoint(opts.OutDir)
-		if err != nil {
+		if state, err = j.resume(); err != nil {
 			return nil, err
 		}
-		if state, err = loadCheckpoint(path); err != nil {
-			return nil, err
-		}
-		if err := state.restore(path, j.net, j.opt); err != nil {
-			return nil, err
-		}
-		j.engine.SyncReplicas()
-		if err := j.setBuffers(state.Buffers); err != nil {
-			return nil, err
-		}
-		if err := j.restoreWorkers(path, state.Workers); err != nil {
-			return nil, err
-		}
-		j.log.Info("resuming", "checkpoint", path, "epochs_done", state.Epoch)
 	} else if j.rank0 {
 		if err := cfg.WriteYAML(filepath.Join(opts.OutDir, "config.yaml")); err != nil {
 			return nil, err
@@ -129,15 +140,88 @@ func Run(ctx context.Context, cfg configs.Config, opts Options) (*Summary, error
 	return sum, err
 }
 
-// setup opens the data, builds the model, optimizer and schedule.
-func (j *job) setup() error {
+// resume loads the newest checkpoint of the run directory into the model,
+// optimizer and workers, after checking that the config and data are the ones
+// it was made with.
+func (j *job) resume() (*checkpoint, error) {
+	path, state, err := loadLatestCheckpoint(j.opts.OutDir, layoutOf(j.net, j.cfg.Dist.Workers), j.log)
+	if err != nil {
+		return nil, err
+	}
+	if err := j.checkResumable(path, state); err != nil {
+		return nil, err
+	}
+	if err := state.restore(path, j.net, j.opt); err != nil {
+		return nil, err
+	}
+	j.engine.SyncReplicas()
+	if state.ReplicaBuffers != nil {
+		err = j.setWorkerBuffers(state.ReplicaBuffers)
+	} else {
+		err = j.setBuffers(state.Buffers)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
+	}
+	if err := j.restoreWorkers(path, state.Workers); err != nil {
+		return nil, err
+	}
+	j.lastCkptStep, j.lastCkptPath, j.lastCkptTime = state.GlobalStep, path, time.Now()
+	j.log.Info("resuming", "checkpoint", path, "epochs_done", state.Epoch, "step", state.GlobalStep)
+	return state, nil
+}
+
+// checkResumable refuses a checkpoint whose run differs from the config being
+// resumed in a key that changes the maths, or whose data files were replaced,
+// unless the user allowed those changes.
+func (j *job) checkResumable(path string, st *checkpoint) error {
+	allowed := map[string]bool{}
+	for _, k := range j.opts.AllowChange {
+		allowed[k] = true
+	}
+	now := configs.Flat(j.cfg)
+	var changed []string
+	for _, key := range configs.Keys() {
+		if configs.ChangesOutcome(key) && !allowed[key] && st.Config[key] != now[key] {
+			changed = append(changed, fmt.Sprintf("%s (checkpoint %s, config.yaml %s)", key, st.Config[key], now[key]))
+		}
+	}
+	if !allowed["data"] && st.DataDigest != j.dataDigest {
+		changed = append(changed, fmt.Sprintf("data (the files in %s differ from those the checkpoint was trained on)", j.dataDir))
+	}
+	if len(changed) > 0 {
+		return fmt.Errorf("resume %s: the run changed since checkpoint %s:\n  %s\nrestore them, or accept the change with --allow-change KEY (\"data\" for the data files)",
+			j.opts.OutDir, filepath.Base(path), strings.Join(changed, "\n  "))
+	}
+	if st.Epoch >= j.cfg.Train.Epochs && st.StepInEpoch > 0 || st.StepInEpoch >= j.stepsPerEpoch {
+		return fmt.Errorf("checkpoint %s: epoch %d step %d is past the run's %d epochs of %d steps", path, st.Epoch+1, st.StepInEpoch, j.cfg.Train.Epochs, j.stepsPerEpoch)
+	}
+	return nil
+}
+
+// setup claims the run directory, opens the data, builds the model, optimizer
+// and schedule. It returns early, with ctx's error, when ctx ends on the way.
+func (j *job) setup(ctx context.Context) error {
 	c := j.cfg
 	dopts := data.Options{Name: c.Data.Name, Dir: c.Data.Dir, SeqLen: c.Data.SeqLen, Normalize: c.Data.Normalize}
-	var err error
-	if j.train, err = data.Open(dopts, "train"); err != nil {
+	src, err := data.Sources(dopts)
+	if err != nil {
 		return err
 	}
-	if j.test, err = data.Open(dopts, "test"); err != nil {
+	j.dataDir, j.dataDigest = src.Dir, src.Digest()
+	j.fingerprint = configs.Flat(c)
+	j.fingerprint["binary.version"] = version.String()
+	j.fingerprint["data.digest"] = j.dataDigest
+	if err := j.setupWorkers(); err != nil {
+		return err
+	}
+	if err := j.claimDir(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if j.train, j.test, err = data.OpenTrainTest(dopts); err != nil {
 		return err
 	}
 	if c.Data.Augment {
@@ -149,9 +233,6 @@ func (j *job) setup() error {
 			return fmt.Errorf("data.augment: %w", err)
 		}
 	}
-	if err := j.setupWorkers(); err != nil {
-		return err
-	}
 	j.globalBatch = c.WorkerBatch() * c.Dist.Workers
 	j.sampler = data.NewSampler(j.train.Len(), c.Seed)
 	j.stepsPerEpoch = j.sampler.StepsPerEpoch(j.globalBatch)
@@ -162,15 +243,19 @@ func (j *job) setup() error {
 	if c.Train.MaxSteps > 0 && c.Train.MaxSteps < j.stepsPerEpoch {
 		j.stepsPerEpoch = c.Train.MaxSteps
 	}
-	evalBatch := c.Data.EvalBatchSize
-	if evalBatch == 0 {
-		evalBatch = 256
+	j.evalBatch = c.Data.EvalBatchSize
+	if j.evalBatch == 0 {
+		j.evalBatch = 256
 		if j.test.YLen() > 1 {
-			evalBatch = c.WorkerBatch()
+			j.evalBatch = c.WorkerBatch()
 		}
 	}
+	j.maxLoss = c.Train.MaxLoss
+	if j.maxLoss == 0 {
+		j.maxLoss = 100 * math.Log(float64(max(2, j.train.Classes())))
+	}
 	in := models.Input{Shape: j.train.XShape(), Classes: j.train.Classes(), YLen: j.train.YLen()}
-	if err := j.setupReplicas(in, evalBatch); err != nil {
+	if err := j.setupReplicas(ctx, in, j.evalBatch); err != nil {
 		return err
 	}
 	// The replicas compute in parallel, one per core: each op's own workers get
@@ -189,9 +274,38 @@ func (j *job) setup() error {
 	j.log.Info("model", "name", c.Model.Name, "params", j.net.NumParams(), "ops", c.Model.Ops,
 		"blas", models.BLAS, "blas_core", models.BLASCoreType(), "op_workers", models.OpWorkers())
 	j.log.Info("workers", "workers", c.Dist.Workers, "replicas", len(j.nets), "backend", c.Dist.Backend)
-	j.log.Info("data", "name", c.Data.Name, "train", j.train.Len(), "test", j.test.Len(),
+	j.log.Info("data", "name", c.Data.Name, "dir", j.dataDir, "train", j.train.Len(), "test", j.test.Len(),
 		"global_batch", j.globalBatch, "steps_per_epoch", j.stepsPerEpoch)
-	return nil
+	return ctx.Err()
+}
+
+// claimDir makes rank 0 the owner of the run directory (the other ranks write
+// nothing) and removes temporary files a killed run left. Under MPI every rank
+// learns whether rank 0 succeeded, so that all of them stop together.
+func (j *job) claimDir() error {
+	var err error
+	if j.rank0 {
+		if j.dir, err = claimRunDir(j.opts.OutDir, j.opts.Resume, j.opts.Overwrite); err == nil {
+			var removed []string
+			if removed, err = removeStaleTemps(j.opts.OutDir); err == nil && len(removed) > 0 {
+				j.log.Info("removed temporary files of an interrupted write", "files", len(removed))
+			}
+		}
+	}
+	if j.world == nil {
+		return err
+	}
+	flag := []float32{0}
+	if err != nil {
+		flag[0] = 1
+	}
+	if aerr := j.world.AllReduce(flag); aerr != nil {
+		return errors.Join(err, aerr)
+	}
+	if err == nil && flag[0] != 0 {
+		return fmt.Errorf("rank 0 could not take the run directory %s (its error names the cause)", j.opts.OutDir)
+	}
+	return err
 }
 
 // openMetrics opens metrics.jsonl for appending, cut back to the size it had at
@@ -223,27 +337,49 @@ func (j *job) record(v any) error {
 	return j.metricsW.WriteByte('\n')
 }
 
-// loop runs the remaining epochs.
+// loop runs the remaining epochs, from the checkpoint's position (an epoch end
+// or a step inside an epoch).
 func (j *job) loop(ctx context.Context, st *checkpoint) (*Summary, error) {
 	c := j.cfg
 	globalStep := st.GlobalStep
 	elapsed, samples := st.Elapsed, st.Samples
 	epochs := st.Epochs
 	j.workers = st.Workers
+	if j.lastCkptTime.IsZero() {
+		j.lastCkptTime = time.Now()
+	}
 	for epoch := st.Epoch; epoch < c.Train.Epochs; epoch++ {
-		t0 := time.Now()
 		perm := j.sampler.Permutation(epoch)
+		first, lossSum, priorSeconds := 0, 0.0, 0.0
+		if epoch == st.Epoch {
+			first, lossSum, priorSeconds = st.StepInEpoch, st.LossSum, st.EpochSeconds
+		}
+		t0 := time.Now()
 		bar := j.newBar(epoch)
-		var lossSum float64
 		var lr float64
-		for step := 0; step < j.stepsPerEpoch; step++ {
-			if err := ctx.Err(); err != nil {
+		for step := first; step < j.stepsPerEpoch; step++ {
+			stop, due, err := j.control(ctx, globalStep, step > first)
+			if err != nil {
 				return nil, err
+			}
+			if stop || due {
+				mid := position{epoch: epoch, step: step, globalStep: globalStep, lossSum: lossSum,
+					seconds: priorSeconds + time.Since(t0).Seconds(), elapsed: elapsed, samples: samples, epochs: epochs}
+				path, err := j.checkpointMid(mid)
+				if stop {
+					return nil, &Interrupted{Dir: j.opts.OutDir, Checkpoint: path, Epoch: epoch + 1, Step: globalStep, Cause: errors.Join(ctx.Err(), err)}
+				}
+				if err != nil {
+					return nil, err
+				}
 			}
 			lr = j.sched.LR(globalStep)
 			loss, err := j.trainStep(perm, epoch, step, globalStep, lr)
 			if err != nil {
-				return nil, fmt.Errorf("epoch %d step %d: %w", epoch+1, step+1, err)
+				return nil, j.diverged(fmt.Errorf("epoch %d step %d: %w", epoch+1, step+1, err))
+			}
+			if loss > j.maxLoss {
+				return nil, j.diverged(j.explodingLoss(epoch, step, loss))
 			}
 			lossSum += loss
 			globalStep++
@@ -262,7 +398,7 @@ func (j *job) loop(ctx context.Context, st *checkpoint) (*Summary, error) {
 				}
 			}
 			if bar != nil {
-				rate := float64((step+1)*j.globalBatch) / time.Since(t0).Seconds()
+				rate := float64((step+1-first)*j.globalBatch) / time.Since(t0).Seconds()
 				bar.Describe(fmt.Sprintf("epoch %d/%d loss %.4f %.0f samples/s", epoch+1, c.Train.Epochs, loss, rate))
 				bar.Add(1)
 			}
@@ -271,7 +407,7 @@ func (j *job) loop(ctx context.Context, st *checkpoint) (*Summary, error) {
 			bar.Finish()
 			fmt.Fprintln(j.opts.Stderr)
 		}
-		trainSeconds := time.Since(t0).Seconds()
+		trainSeconds := priorSeconds + time.Since(t0).Seconds()
 		elapsed += trainSeconds
 		samples += int64(j.stepsPerEpoch * j.globalBatch)
 		trainLoss := lossSum / float64(j.stepsPerEpoch)
@@ -292,19 +428,24 @@ func (j *job) loop(ctx context.Context, st *checkpoint) (*Summary, error) {
 		if err != nil {
 			return nil, fmt.Errorf("epoch %d: evaluation: %w", epoch+1, err)
 		}
+		if !(ev.loss <= j.maxLoss) {
+			return nil, j.diverged(fmt.Errorf("epoch %d (step %d): test loss %v over %d examples %s",
+				epoch+1, globalStep, ev.loss, ev.examples, j.lossBound()))
+		}
 		res := EpochResult{Kind: "epoch", Epoch: epoch + 1, Step: globalStep, LR: lr, TrainLoss: trainLoss,
 			TestLoss: ev.loss, Seconds: trainSeconds, SamplesPerSecond: float64(j.stepsPerEpoch*j.globalBatch) / trainSeconds}
+		attrs := []any{"epoch", epoch + 1, "train_loss", fmt.Sprintf("%.4f", trainLoss)}
 		if j.isLM() {
 			bpc := ev.loss / math.Ln2
 			res.ValBPC = &bpc
-			j.log.Info("epoch", "epoch", epoch+1, "train_loss", fmt.Sprintf("%.4f", trainLoss), "val_loss", fmt.Sprintf("%.4f", ev.loss),
-				"val_bpc", fmt.Sprintf("%.4f", bpc), "samples_per_s", fmt.Sprintf("%.0f", res.SamplesPerSecond))
+			attrs = append(attrs, "val_loss", fmt.Sprintf("%.4f", ev.loss), "val_bpc", fmt.Sprintf("%.4f", bpc))
 		} else {
 			acc := ev.accuracy
 			res.TestAccuracy = &acc
-			j.log.Info("epoch", "epoch", epoch+1, "train_loss", fmt.Sprintf("%.4f", trainLoss), "test_loss", fmt.Sprintf("%.4f", ev.loss),
-				"test_accuracy", fmt.Sprintf("%.4f", acc), "samples_per_s", fmt.Sprintf("%.0f", res.SamplesPerSecond))
+			attrs = append(attrs, "test_loss", fmt.Sprintf("%.4f", ev.loss), "test_accuracy", fmt.Sprintf("%.4f", acc))
 		}
+		j.log.Info("epoch", append(attrs, "seconds", fmt.Sprintf("%.1f", trainSeconds),
+			"samples_per_s", fmt.Sprintf("%.0f", res.SamplesPerSecond))...)
 		epochs = append(epochs, res)
 		if err := j.record(res); err != nil {
 			return nil, err
@@ -326,14 +467,14 @@ func (j *job) loop(ctx context.Context, st *checkpoint) (*Summary, error) {
 	}
 	last := epochs[len(epochs)-1]
 	sum := &Summary{
-		Model: c.Model.Name, Dataset: c.Data.Name, Epochs: c.Train.Epochs, Steps: globalStep,
+		Name: c.Name, Model: c.Model.Name, Dataset: c.Data.Name, DataDir: j.dataDir, Epochs: c.Train.Epochs, Steps: globalStep,
 		GlobalBatch: j.globalBatch, Workers: c.Dist.Workers, Replicas: len(j.nets), Backend: c.Dist.Backend,
 		Optimizer: c.Optim.Name, Compressor: c.Compress.Name,
 		Seed: c.Seed, Version: version.String(), GoVersion: version.GoVersion(), BLAS: models.BLAS,
 		BLASCore: models.BLASCoreType(), Ops: c.Model.Ops, Precision: c.Model.Precision,
 		Machine: version.Machine(),
 		Params:  j.net.NumParams(), TestAccuracy: last.TestAccuracy, TestLoss: last.TestLoss, ValBPC: last.ValBPC,
-		TrainLossFinal: last.TrainLoss, WallSeconds: elapsed, SamplesPerSecond: float64(samples) / elapsed,
+		TestExamples: j.evalExamples(), TrainLossFinal: last.TrainLoss, WallSeconds: elapsed, SamplesPerSecond: float64(samples) / elapsed,
 	}
 	sum.OptimizerStateBytesPerParam = float64(optim.StateBytes(j.opt)) / float64(j.net.NumParams())
 	j.fillTraffic(sum, j.workers)
@@ -341,6 +482,64 @@ func (j *job) loop(ctx context.Context, st *checkpoint) (*Summary, error) {
 		return nil, err
 	}
 	return sum, nil
+}
+
+// control decides, the same way on every process, whether the run stops here
+// (its context ended) and whether a mid-epoch checkpoint is due (train.
+// checkpoint_every steps or checkpoint_minutes since the last one). moved says
+// whether a step was taken since the loop (re)started, so that a resumed run
+// does not rewrite the checkpoint it started from.
+func (j *job) control(ctx context.Context, globalStep int, moved bool) (stop, due bool, err error) {
+	t := j.cfg.Train
+	flags := []float32{0, 0}
+	if ctx.Err() != nil {
+		flags[0] = 1
+	}
+	// Only rank 0's clock counts, so that every rank takes the checkpoint together.
+	if j.rank0 && t.Checkpoint && t.CheckpointMinutes > 0 && time.Since(j.lastCkptTime).Minutes() >= t.CheckpointMinutes {
+		flags[1] = 1
+	}
+	if j.world != nil {
+		if err := j.world.AllReduce(flags); err != nil {
+			return false, false, err
+		}
+	}
+	stop = flags[0] > 0
+	due = moved && t.Checkpoint && (flags[1] > 0 ||
+		t.CheckpointEvery > 0 && globalStep-j.lastCkptStep >= t.CheckpointEvery)
+	return stop, due, nil
+}
+
+// diverged marks a training failure as divergence and names the resume point.
+func (j *job) diverged(err error) error {
+	if j.lastCkptStep > 0 {
+		return fmt.Errorf("diverged: %w; the last good checkpoint (step %d) stays the resume point, resuming repeats the divergence unless the config changes (--allow-change)", err, j.lastCkptStep)
+	}
+	return fmt.Errorf("diverged: %w", err)
+}
+
+// explodingLoss names the worker with the largest loss of a step whose mean
+// loss passed the bound.
+func (j *job) explodingLoss(epoch, step int, mean float64) error {
+	losses, err := j.engine.WorkerLosses()
+	if err != nil {
+		return fmt.Errorf("epoch %d step %d: loss %v %s", epoch+1, step+1, mean, j.lossBound())
+	}
+	worst := 0
+	for w, l := range losses {
+		if !(l <= losses[worst]) {
+			worst = w
+		}
+	}
+	return fmt.Errorf("epoch %d step %d: worker %d: loss %v (mean over workers %v) %s",
+		epoch+1, step+1, worst, losses[worst], mean, j.lossBound())
+}
+
+func (j *job) lossBound() string {
+	if j.cfg.Train.MaxLoss > 0 {
+		return fmt.Sprintf("is above train.max_loss %v", j.maxLoss)
+	}
+	return fmt.Sprintf("is above %.4g = 100 x ln(%d classes) (train.max_loss)", j.maxLoss, j.train.Classes())
 }
 
 // trainStep fills this process's workers' slices of the global batch, has the
@@ -379,15 +578,13 @@ func (j *job) isLM() bool { return j.train.YLen() > 1 }
 type evalResult struct {
 	loss     float64 // mean cross-entropy per label (nats)
 	accuracy float64 // fraction of correct argmax predictions
+	examples int     // test examples evaluated
 }
 
 // evaluate runs the evaluation graph over the test split (padded last batch, the
 // padding not counted) and computes loss and accuracy from the logits in float64.
 func (j *job) evaluate() (evalResult, error) {
-	n := j.test.Len()
-	if j.cfg.Train.EvalLimit > 0 && j.cfg.Train.EvalLimit < n {
-		n = j.cfg.Train.EvalLimit
-	}
+	n := j.evalExamples()
 	eb, in := j.net.EvalBatch(), j.net.Input()
 	classes, ylen := in.Classes, in.YLen
 	x := make([]float32, eb*numel(in.Shape))
@@ -415,7 +612,16 @@ func (j *job) evaluate() (evalResult, error) {
 			count++
 		}
 	}
-	return evalResult{loss: lossSum / float64(count), accuracy: float64(correct) / float64(count)}, nil
+	return evalResult{loss: lossSum / float64(count), accuracy: float64(correct) / float64(count), examples: n}, nil
+}
+
+// evalExamples is the number of test examples an evaluation reads.
+func (j *job) evalExamples() int {
+	n := j.test.Len()
+	if j.cfg.Train.EvalLimit > 0 && j.cfg.Train.EvalLimit < n {
+		n = j.cfg.Train.EvalLimit
+	}
+	return n
 }
 
 // logSumExp returns log(sum(exp(row))) computed stably, and the argmax.
@@ -434,15 +640,72 @@ func logSumExp(row []float32) (float64, int) {
 	return m + math.Log(s), arg
 }
 
+// position is where a checkpoint sits in the run: epochs completed, steps taken
+// into the next one, and the running totals of the run and of that epoch.
+type position struct {
+	epoch, step, globalStep int
+	lossSum, seconds        float64 // of the partial epoch
+	elapsed                 float64
+	samples                 int64
+	epochs                  []EpochResult
+}
+
+// checkpoint writes the epoch-end checkpoint (rank 0).
 func (j *job) checkpoint(epoch, globalStep int, elapsed float64, samples int64, epochs []EpochResult) error {
+	_, err := j.save(position{epoch: epoch, globalStep: globalStep, elapsed: elapsed, samples: samples, epochs: epochs}, nil)
+	return err
+}
+
+// checkpointMid writes a checkpoint inside an epoch. Every process calls it: the
+// workers' exchange state and every replica's buffers are gathered first. It
+// returns the newest checkpoint's path on rank 0 ("" elsewhere, or when
+// checkpoints are off), without writing when no step was taken since it.
+func (j *job) checkpointMid(p position) (string, error) {
+	if !j.cfg.Train.Checkpoint {
+		return "", nil
+	}
+	if p.globalStep == j.lastCkptStep && j.lastCkptPath != "" {
+		return j.lastCkptPath, nil
+	}
+	var err error
+	if j.workers, err = j.gatherWorkers(); err != nil {
+		return "", err
+	}
+	bufs, err := j.gatherWorkerBuffers()
+	if err != nil {
+		return "", err
+	}
+	return j.save(p, bufs)
+}
+
+// save writes a checkpoint on rank 0, keeps the newest train.keep_checkpoints
+// (and the best), and notes the step on every process.
+func (j *job) save(p position, workerBuffers [][][]float32) (string, error) {
+	j.lastCkptStep, j.lastCkptTime = p.globalStep, time.Now()
+	if !j.rank0 {
+		return "", nil
+	}
+	if err := j.metricsW.Flush(); err != nil {
+		return "", err
+	}
 	off, err := j.metrics.Seek(0, io.SeekCurrent)
 	if err != nil {
-		return err
+		return "", err
 	}
 	c := newCheckpoint(version.String(), j.net, j.opt)
-	c.Epoch, c.GlobalStep, c.MetricsOffset, c.Elapsed, c.Samples, c.Epochs = epoch, globalStep, off, elapsed, samples, epochs
-	c.Workers = j.workers
-	return saveCheckpoint(checkpointPath(j.opts.OutDir, epoch), c)
+	c.Epoch, c.StepInEpoch, c.GlobalStep, c.MetricsOffset = p.epoch, p.step, p.globalStep, off
+	c.LossSum, c.EpochSeconds, c.Elapsed, c.Samples, c.Epochs = p.lossSum, p.seconds, p.elapsed, p.samples, p.epochs
+	c.Workers, c.ReplicaBuffers = j.workers, workerBuffers
+	c.Config, c.DataDigest = configs.Flat(j.cfg), j.dataDigest
+	path := checkpointPath(j.opts.OutDir, p.globalStep)
+	if err := saveCheckpoint(path, c); err != nil {
+		return "", err
+	}
+	j.lastCkptPath = path
+	if err := pruneCheckpoints(j.opts.OutDir, j.cfg.Train.KeepCheckpoints); err != nil {
+		return "", err
+	}
+	return path, nil
 }
 
 func (j *job) newBar(epoch int) *progressbar.ProgressBar {

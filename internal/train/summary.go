@@ -12,8 +12,10 @@ import (
 // later features add fields. Metrics that do not apply to a model are omitted
 // (accuracy for the language model, bits per character for classifiers).
 type Summary struct {
+	Name        string `json:"name"` // the run's name (config key name)
 	Model       string `json:"model"`
 	Dataset     string `json:"dataset"`
+	DataDir     string `json:"data_dir"` // the folder the data files were read from
 	Epochs      int    `json:"epochs"`
 	Steps       int    `json:"steps"`
 	GlobalBatch int    `json:"global_batch"`
@@ -36,6 +38,7 @@ type Summary struct {
 	Params                      int      `json:"params"`
 	TestAccuracy                *float64 `json:"test_accuracy,omitempty"`
 	TestLoss                    float64  `json:"test_loss"`
+	TestExamples                int      `json:"test_examples"` // test (validation) examples each evaluation read
 	ValBPC                      *float64 `json:"val_bpc,omitempty"`
 	TrainLossFinal              float64  `json:"train_loss_final"`
 	WallSeconds                 float64  `json:"wall_seconds"`

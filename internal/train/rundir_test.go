@@ -1,0 +1,146 @@
+package train
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRunDirSecondClaimFailsNamingTheHolder(t *testing.T) {
+	dir := t.TempDir()
+	first, err := claimRunDir(dir, false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = claimRunDir(dir, false, false)
+	host, _ := os.Hostname()
+	want := fmt.Sprintf("PID %d on host %s", os.Getpid(), host)
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("second claim: %v, want an in-use error naming %q", err, want)
+	}
+	first.release()
+	again, err := claimRunDir(dir, false, false)
+	if err != nil {
+		t.Fatalf("claim after release: %v", err)
+	}
+	again.release()
+}
+
+// TestRunDirLockHeldByAnotherProcess runs a second process that holds the lock
+// and checks that this one is refused at once, naming that process, and that
+// the lock is free again once the holder is killed (no stale lock).
+func TestRunDirLockHeldByAnotherProcess(t *testing.T) {
+	if dir := os.Getenv("GRADWIRE_TEST_HOLD_RUNDIR"); dir != "" {
+		d, err := claimRunDir(dir, false, false)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(3)
+		}
+		defer d.release()
+		os.Stdout.WriteString("held\n")
+		time.Sleep(time.Minute)
+		return
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestRunDirLockHeldByAnotherProcess$")
+	cmd.Env = append(os.Environ(), "GRADWIRE_TEST_HOLD_RUNDIR="+dir)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	buf := make([]byte, 5)
+	if _, err := out.Read(buf); err != nil || string(buf) != "held\n" {
+		t.Fatalf("holder did not take the lock: %q %v", buf, err)
+	}
+	_, err = claimRunDir(dir, false, false)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("PID %d", cmd.Process.Pid)) {
+		t.Fatalf("claim while another process holds the directory: %v, want an error naming PID %d", err, cmd.Process.Pid)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	d, err := claimRunDir(dir, false, false)
+	if err != nil {
+		t.Fatalf("claim after the holder was killed: %v", err)
+	}
+	d.release()
+}
+
+func TestRunDirRefusesAnotherRunUnlessOverwrite(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"config.yaml", "metrics.jsonl", "notes.txt"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "checkpoints"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := claimRunDir(dir, false, false)
+	if err == nil || !strings.Contains(err.Error(), "already holds a run") || !strings.Contains(err.Error(), "--resume "+dir) ||
+		!strings.Contains(err.Error(), "--overwrite") {
+		t.Fatalf("fresh run into a run's folder: %v", err)
+	}
+	d, err := claimRunDir(dir, true, false)
+	if err != nil {
+		t.Fatalf("resume claim: %v", err)
+	}
+	d.release()
+	d, err = claimRunDir(dir, false, true)
+	if err != nil {
+		t.Fatalf("overwrite claim: %v", err)
+	}
+	d.release()
+	for _, name := range runFiles {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			t.Errorf("--overwrite left %s", name)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "notes.txt")); err != nil {
+		t.Errorf("--overwrite removed a file that is not the run's: %v", err)
+	}
+	if _, err := claimRunDir(t.TempDir(), true, false); err == nil || !strings.Contains(err.Error(), "holds no run") {
+		t.Errorf("resume of an empty folder: %v", err)
+	}
+}
+
+func TestRunDirReadOnlyFolder(t *testing.T) {
+	parent := readOnlyDir(t)
+	_, err := claimRunDir(filepath.Join(parent, "run"), false, false)
+	if err == nil || !strings.Contains(err.Error(), filepath.Join(parent, "run")) {
+		t.Fatalf("claim under a read-only folder: %v", err)
+	}
+}
+
+// readOnlyDir returns a folder this process cannot write into: a read-only
+// tmpfs mount for root (whom permission bits do not stop), else mode 0555.
+func readOnlyDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if os.Geteuid() != 0 {
+		if err := os.Chmod(dir, 0o555); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Chmod(dir, 0o755) })
+		return dir
+	}
+	return mountTmpfs(t, dir, "ro,size=64k")
+}
+
+// mountTmpfs mounts a tmpfs with opts over dir (root only), unmounted at the
+// end of the test; it skips the test where mounting is not allowed.
+func mountTmpfs(t *testing.T, dir, opts string) string {
+	t.Helper()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", opts, "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs here (%v: %s)", err, strings.TrimSpace(string(out)))
+	}
+	t.Cleanup(func() { exec.Command("umount", dir).Run() })
+	return dir
+}
