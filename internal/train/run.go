@@ -68,6 +68,10 @@ type job struct {
 	computeN  int
 	workers   []workerState // every logical worker's exchange state at the last epoch end
 	exchanges []*compress.Exchange
+
+	// What the MPI ranks must agree on besides the config and the build
+	// (data.digest); set before setupWorkers.
+	fingerprint map[string]string
 }
 
 // Run trains according to cfg and writes the run directory. It returns the summary.
