@@ -29,7 +29,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"strconv"
 	"sync"
 	"unsafe"
 )
@@ -51,6 +50,8 @@ var mpiInit struct {
 // when started without mpirun). Call it once per process and Close it before
 // exiting: a rank that exits without MPI_Finalize fails the job. Use it as
 // the world of NewHierarchical to host several logical workers per process.
+// It fails when the launcher (DetectLaunch) started another number of
+// processes than the world has.
 //
 // MPI runs with MPI_THREAD_SERIALIZED: a mutex serialises the calls, since
 // goroutines move between OS threads. Errors are returned, not fatal
@@ -61,6 +62,11 @@ func NewMPI() (Collective, error) {
 	defer mpiInit.Unlock()
 	if mpiInit.done {
 		return nil, errors.New("dist: NewMPI called twice; MPI can be initialised once per process")
+	}
+	// Read before MPI_Init, which may set variables of its own.
+	launch, err := DetectLaunch(os.Getenv)
+	if err != nil {
+		return nil, err
 	}
 	var provided C.int
 	if rc := C.MPI_Init_thread(nil, nil, C.MPI_THREAD_SERIALIZED, &provided); rc != C.MPI_SUCCESS {
@@ -86,7 +92,7 @@ func NewMPI() (Collective, error) {
 		return fail(mpiError("MPI_Comm_size", rc))
 	}
 	w.rank, w.size = int(rank), int(size)
-	if err := WorldSizeCheck(w.size); err != nil {
+	if err := launch.CheckWorld(w.size); err != nil {
 		return fail(err)
 	}
 	w.lens = make([]int64, w.size)
@@ -94,30 +100,6 @@ func NewMPI() (Collective, error) {
 	w.displs = make([]C.int, w.size)
 	w.out = make([][]byte, w.size)
 	return w, nil
-}
-
-// WorldSizeCheck returns an error when the launcher announced another number
-// of processes than MPI's world has: OMPI_COMM_WORLD_SIZE (set by mpirun) or,
-// without it, SLURM_NTASKS. srun without PMIx support starts every task as an
-// MPI singleton of size 1, which would otherwise train several independent
-// models without a word. NewMPI calls it.
-func WorldSizeCheck(size int) error {
-	for _, name := range []string{"OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"} {
-		v := os.Getenv(name)
-		if v == "" {
-			continue
-		}
-		want, err := strconv.Atoi(v)
-		if err != nil {
-			return fmt.Errorf("dist: %s=%q is not a number", name, v)
-		}
-		if want != size {
-			return fmt.Errorf("dist: MPI world has %d process(es) but %s=%d: the processes did not join one MPI job "+
-				"(under Slurm launch with srun --mpi=pmix, or mpirun inside the allocation)", size, name, want)
-		}
-		return nil
-	}
-	return nil
 }
 
 // mpiWorld is this process's member of MPI_COMM_WORLD.

@@ -214,21 +214,22 @@ func TestMPIAbortWorker(t *testing.T) {
 	t.Error("still running after rank 3 aborted")
 }
 
-// TestMPISingleton runs NewMPI without mpirun: a world of one process. With
-// SLURM_NTASKS=2, as under srun without PMIx, NewMPI must fail loudly.
+// TestMPISingleton runs NewMPI without mpirun: a world of one process. In a
+// Slurm step of 2 tasks, as under srun without PMI support, NewMPI must fail
+// loudly.
 func TestMPISingleton(t *testing.T) {
 	if mpitest.Worker() {
 		t.Skip("not under mpirun")
 	}
 	for _, tc := range []struct{ ntasks, want string }{
 		{"", workerOK},
-		{"2", "MPI world has 1 process(es) but SLURM_NTASKS=2"},
+		{"2", "MPI world has 1 process(es) but the launcher set SLURM_STEP_NUM_TASKS=2 SLURM_PROCID=0"},
 	} {
 		cmd := exec.Command(os.Args[0], "-test.run", "^TestMPISingletonWorker$", "-test.count=1")
-		cmd.Env = append(os.Environ(), failEnv+"=singleton", "SLURM_NTASKS="+tc.ntasks)
+		cmd.Env = append(os.Environ(), failEnv+"=singleton", "SLURM_STEP_NUM_TASKS="+tc.ntasks, "SLURM_PROCID=0")
 		out, err := cmd.CombinedOutput()
 		if (err == nil) != (tc.ntasks == "") || !strings.Contains(string(out), tc.want) {
-			t.Fatalf("singleton with SLURM_NTASKS=%q: %v, want output with %q:\n%s", tc.ntasks, err, tc.want, out)
+			t.Fatalf("singleton with SLURM_STEP_NUM_TASKS=%q: %v, want output with %q:\n%s", tc.ntasks, err, tc.want, out)
 		}
 	}
 }
@@ -257,34 +258,4 @@ func TestMPISingletonWorker(t *testing.T) {
 		t.Errorf("second Close: %v", err)
 	}
 	fmt.Println(workerOK)
-}
-
-func TestWorldSizeCheck(t *testing.T) {
-	if mpitest.Worker() {
-		t.Skip("not under mpirun, whose variables it sets")
-	}
-	t.Setenv("OMPI_COMM_WORLD_SIZE", "")
-	t.Setenv("SLURM_NTASKS", "")
-	if err := WorldSizeCheck(3); err != nil {
-		t.Errorf("without a launcher: %v", err)
-	}
-	t.Setenv("SLURM_NTASKS", "4")
-	if err := WorldSizeCheck(4); err != nil {
-		t.Errorf("4 Slurm tasks, 4 processes: %v", err)
-	}
-	if err := WorldSizeCheck(1); err == nil || !strings.Contains(err.Error(), "SLURM_NTASKS=4") {
-		t.Errorf("4 Slurm tasks, 1 process: %v", err)
-	}
-	// mpirun's count wins: mpirun -np 2 may run inside a larger allocation.
-	t.Setenv("OMPI_COMM_WORLD_SIZE", "2")
-	if err := WorldSizeCheck(2); err != nil {
-		t.Errorf("mpirun -np 2 in a 4-task allocation: %v", err)
-	}
-	if err := WorldSizeCheck(1); err == nil || !strings.Contains(err.Error(), "OMPI_COMM_WORLD_SIZE=2") {
-		t.Errorf("mpirun -np 2, 1 process: %v", err)
-	}
-	t.Setenv("OMPI_COMM_WORLD_SIZE", "two")
-	if err := WorldSizeCheck(2); err == nil {
-		t.Error("a malformed OMPI_COMM_WORLD_SIZE passed")
-	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gradwire/gradwire/configs"
+	"github.com/gradwire/gradwire/dist"
 	"github.com/gradwire/gradwire/internal/sweep"
 	"github.com/gradwire/gradwire/internal/train"
 )
@@ -85,6 +87,10 @@ receives only summary.json (on MPI rank 0).`,
 					return a
 				},
 			}))
+			if l, _ := dist.DetectLaunch(os.Getenv); l.Rank > 0 {
+				// One of several launched processes: rank 0 logs for all, the others print errors only.
+				log = slog.New(slog.DiscardHandler)
+			}
 			log.Info("run", "dir", outDir, "config", strings.TrimSpace(configPath+resumeDir))
 			sum, err := train.Run(cmd.Context(), cfg, train.Options{OutDir: outDir, Resume: resume, Overwrite: overwrite,
 				AllowChange: allow, Log: log, Stderr: stderr})
@@ -92,8 +98,7 @@ receives only summary.json (on MPI rank 0).`,
 				return interruptedHint(err, outDir)
 			}
 			if sum == nil {
-				return nil // an MPI rank other than 0: rank 0 prints the summary
-				return err
+				return nil // an MPI rank other than 0: rank 0 prints the job's summary
 			}
 			enc := json.NewEncoder(cmd.OutOrStdout())
 			enc.SetIndent("", "  ")

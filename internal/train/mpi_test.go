@@ -3,9 +3,15 @@
 package train
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,12 +24,12 @@ import (
 )
 
 // mpiConfig is the run the MPI tests train: 4 logical workers on the synthetic
-// data set in root.
-func mpiConfig(t *testing.T, root, backend string) configs.Config {
+// data set in root; sets override keys.
+func mpiConfig(t *testing.T, root, backend string, sets ...string) configs.Config {
 	t.Helper()
-	cfg, err := configs.Load("", []string{"data.dir=" + root, "model.name=lenet5", "data.batch_size=16",
+	cfg, err := configs.Load("", append([]string{"data.dir=" + root, "model.name=lenet5", "data.batch_size=16",
 		"dist.workers=4", "dist.replicas=1", "dist.backend=" + backend, "dist.check_every=3", "train.epochs=2",
-		"train.progress=false", "optim.lr=0.05"})
+		"train.progress=false", "optim.lr=0.05"}, sets...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,5 +185,196 @@ func TestMPIWorldSizeWorker(t *testing.T) {
 	_, err := Run(context.Background(), cfg, Options{OutDir: os.Getenv("GRADWIRE_TEST_OUT")})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestMPIRanksDisagree starts ranks whose configs differ in one key, each of
+// which used to corrupt memory, hang or mis-report: every rank must fail at
+// start-up with an error naming the key and which ranks hold which value. A
+// hang fails the test at the job's timeout.
+func TestMPIRanksDisagree(t *testing.T) {
+	root := t.TempDir()
+	datatest.WriteFakeFashion(t, root, 256, 64)
+	for _, tc := range []struct {
+		np          int
+		differ      string // rank:key=value
+		wantInError string
+	}{
+		{2, "1:model.name=mlp", "model.name: lenet5 on rank 0, mlp on rank 1"},
+		{2, "1:data.batch_size=8", "data.batch_size: 16 on rank 0, 8 on rank 1"},
+		{2, "1:dist.check_every=5", "dist.check_every: 3 on rank 0, 5 on rank 1"},
+		{2, "0:compress.name=topk", "compress.name: topk on rank 0, none on rank 1"},
+		{4, "2:model.name=mlp", "model.name: lenet5 on ranks 0-1,3, mlp on rank 2"},
+	} {
+		var out bytes.Buffer
+		err := mpitest.Job{NP: tc.np, Test: "TestMPIRanksDisagreeWorker", Timeout: time.Minute,
+			Env: []string{"GRADWIRE_TEST_ROOT=" + root, "GRADWIRE_TEST_OUT=" + t.TempDir(), "GRADWIRE_TEST_DIFFER=" + tc.differ},
+		}.Run(t, &out, &out)
+		if err != nil {
+			t.Errorf("-np %d, %s: %v\n%s", tc.np, tc.differ, err, out.String())
+			continue
+		}
+		want := "ranks disagree on the run (every rank needs the same config, data and gradwire build): " + tc.wantInError
+		for r := range tc.np {
+			line := fmt.Sprintf("rank %d refused the run: %s\n", r, want)
+			if !strings.Contains(out.String(), line) {
+				t.Errorf("-np %d, %s: rank %d did not print\n%s\noutput:\n%s", tc.np, tc.differ, r, line, out.String())
+			}
+		}
+	}
+}
+
+func TestMPIRanksDisagreeWorker(t *testing.T) {
+	if !mpitest.Worker() {
+		t.Skip("run by TestMPIRanksDisagree under mpirun")
+	}
+	rank := os.Getenv("OMPI_COMM_WORLD_RANK")
+	var sets []string
+	if r, set, _ := strings.Cut(os.Getenv("GRADWIRE_TEST_DIFFER"), ":"); r == rank {
+		sets = append(sets, set)
+	}
+	cfg := mpiConfig(t, os.Getenv("GRADWIRE_TEST_ROOT"), "mpi", sets...)
+	_, err := Run(context.Background(), cfg, Options{OutDir: os.Getenv("GRADWIRE_TEST_OUT")})
+	if err == nil {
+		t.Fatalf("rank %s trained although the ranks' configs differ", rank)
+	}
+	fmt.Printf("rank %s refused the run: %v\n", rank, err)
+}
+
+// buildGradwire builds the gradwire command with MPI into a temporary folder.
+func buildGradwire(t *testing.T) string {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command is needed to build gradwire: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "gradwire")
+	cmd := exec.Command(goTool, "build", "-tags", "mpi", "-o", bin, "github.com/gradwire/gradwire/cmd/gradwire")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// oneJSONDocument decodes stdout as exactly one JSON summary.
+func oneJSONDocument(stdout string) (*Summary, error) {
+	dec := json.NewDecoder(strings.NewReader(stdout))
+	var s *Summary
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("stdout is not a JSON document: %w", err)
+	}
+	if s == nil {
+		return nil, errors.New("stdout starts with null, not a summary")
+	}
+	var extra json.RawMessage
+	if err := dec.Decode(&extra); err != io.EOF {
+		return nil, fmt.Errorf("stdout holds more than one JSON document (after the first: %.60q, %v)", extra, err)
+	}
+	return s, nil
+}
+
+// logLines are stderr's log lines without their time stamps.
+func logLines(stderr string) []string {
+	var out []string
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.HasPrefix(l, "time=") {
+			_, rest, _ := strings.Cut(l, " ")
+			out = append(out, rest)
+		}
+	}
+	return out
+}
+
+// TestMPICommandOutput runs gradwire train under mpirun -np 2: stdout is one
+// JSON summary (rank 1 prints nothing there) and every log line comes once,
+// from rank 0. Without mpirun, the local backend's stdout is one summary too.
+func TestMPICommandOutput(t *testing.T) {
+	bin := buildGradwire(t)
+	root := t.TempDir()
+	datatest.WriteFakeFashion(t, root, 256, 64)
+	for _, backend := range []string{"mpi", "local"} {
+		cfgPath := filepath.Join(t.TempDir(), "run.yaml")
+		if err := mpiConfig(t, root, backend).WriteYAML(cfgPath); err != nil {
+			t.Fatal(err)
+		}
+		argv := []string{bin, "train", "--config", cfgPath, "--out", filepath.Join(t.TempDir(), "run")}
+		var stdout, stderr bytes.Buffer
+		var err error
+		if backend == "mpi" {
+			err = mpitest.Job{NP: 2, Argv: argv}.Run(t, &stdout, &stderr)
+		} else {
+			cmd := exec.Command(argv[0], argv[1:]...)
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err = cmd.Run()
+		}
+		if err != nil {
+			t.Fatalf("%s: %v\nstderr:\n%s", backend, err, stderr.String())
+		}
+		sum, err := oneJSONDocument(stdout.String())
+		if err != nil {
+			t.Fatalf("%s: %v\nstdout:\n%s", backend, err, stdout.String())
+		}
+		if sum.Backend != backend || sum.Workers != 4 || sum.Epochs != 2 {
+			t.Errorf("%s: summary of backend %q, %d workers, %d epochs", backend, sum.Backend, sum.Workers, sum.Epochs)
+		}
+		lines := logLines(stderr.String())
+		seen := map[string]bool{}
+		for _, l := range lines {
+			if seen[l] {
+				t.Errorf("%s: log line printed twice: %s", backend, l)
+			}
+			seen[l] = true
+		}
+		for _, msg := range []string{"msg=run ", "msg=model ", "msg=workers ", "msg=data ", "msg=epoch epoch=1 ", "msg=epoch epoch=2 "} {
+			if n := countPrefix(lines, "level=INFO "+msg); n != 1 {
+				t.Errorf("%s: %d log lines start with %q, want 1\nstderr:\n%s", backend, n, msg, stderr.String())
+			}
+		}
+	}
+}
+
+func countPrefix(lines []string, prefix string) int {
+	n := 0
+	for _, l := range lines {
+		if strings.HasPrefix(l, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestMPILocalBackendRefused: gradwire train with the local backend under
+// mpirun -np 2 fails on both ranks, saying which setting to add, instead of
+// running two trainings into one folder.
+func TestMPILocalBackendRefused(t *testing.T) {
+	bin := buildGradwire(t)
+	root := t.TempDir()
+	datatest.WriteFakeFashion(t, root, 256, 64)
+	cfgPath := filepath.Join(t.TempDir(), "run.yaml")
+	if err := mpiConfig(t, root, "local").WriteYAML(cfgPath); err != nil {
+		t.Fatal(err)
+	}
+	runDir := filepath.Join(t.TempDir(), "run")
+	var stdout, stderr bytes.Buffer
+	err := mpitest.Job{NP: 2, Argv: []string{bin, "train", "--config", cfgPath, "--out", runDir}}.Run(t, &stdout, &stderr)
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		t.Fatalf("mpirun: %v, want a non-zero exit\nstderr:\n%s", err, stderr.String())
+	}
+	for r := range 2 {
+		want := fmt.Sprintf("gradwire: dist.backend: local trains in one process, but a launcher started this one as rank %d of 2 "+
+			"(OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=%d), so every rank would train alone into the same run directory: "+
+			"add --set dist.backend=mpi (with gradwire built with -tags mpi) to train as one job, "+
+			"or start a single process without the launcher\n", r, r)
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("rank %d's error missing; want\n%s\nstderr:\n%s", r, want, stderr.String())
+		}
+	}
+	if stdout.Len() != 0 {
+		t.Errorf("stdout: %q, want nothing", stdout.String())
+	}
+	if _, err := os.Stat(runDir); !os.IsNotExist(err) {
+		t.Errorf("the run directory was created (%v)", err)
 	}
 }

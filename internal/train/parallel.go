@@ -6,23 +6,31 @@ import (
 	"encoding/binary"
 	"encoding/gob"
 	"fmt"
+	"log/slog"
+	"maps"
 	"math"
 	"os"
 	"runtime"
 	"strconv"
 
 	"github.com/gradwire/gradwire/compress"
+	"github.com/gradwire/gradwire/configs"
 	"github.com/gradwire/gradwire/dist"
+	"github.com/gradwire/gradwire/internal/version"
 	"github.com/gradwire/gradwire/models"
 )
 
 // setupWorkers connects this process's logical workers: an in-process group for
 // the local backend, or a hierarchical group over the MPI world, where each rank
-// hosts dist.workers / ranks logical workers.
+// hosts dist.workers / ranks logical workers. It decides rank0: from here on,
+// processes other than rank 0 log nothing and show no progress bar.
 func (j *job) setupWorkers() error {
 	c := j.cfg.Dist
 	switch c.Backend {
 	case "local":
+		if err := checkLocalLaunch(os.Getenv); err != nil {
+			return err
+		}
 		if c.Ranks > 1 {
 			return fmt.Errorf("dist.ranks: %d, but dist.backend local runs in one process (expected 0 or 1, or dist.backend mpi)", c.Ranks)
 		}
@@ -38,6 +46,16 @@ func (j *job) setupWorkers() error {
 			return err
 		}
 		j.world = world
+		j.rank0 = world.Rank() == 0
+		if !j.rank0 {
+			j.log = slog.New(slog.DiscardHandler)
+			j.opts.Stderr = nil
+		}
+		// First, before any collective that depends on the config: ranks
+		// running different jobs would enter mismatched collectives.
+		if err := agreeAcrossRanks(world, j.runFingerprint()); err != nil {
+			return err
+		}
 		size := world.Size()
 		if c.Ranks > 0 && c.Ranks != size {
 			return fmt.Errorf("dist.ranks: the config expects %d MPI ranks, but the job has %d (launch with mpirun -np %d)", c.Ranks, size, c.Ranks)
@@ -45,13 +63,45 @@ func (j *job) setupWorkers() error {
 		if c.Workers%size != 0 {
 			return fmt.Errorf("dist.workers: %d logical workers cannot be split evenly over %d MPI ranks (expected a multiple of %d)", c.Workers, size, size)
 		}
-		if j.members, err = dist.NewHierarchical(world, c.Workers/size); err != nil {
-			return err
-		}
-		j.rank0 = world.Rank() == 0
-		return nil
+		j.members, err = dist.NewHierarchical(world, c.Workers/size)
+		return err
 	}
 	return fmt.Errorf("dist.backend: unknown backend %q (expected local or mpi)", c.Backend)
+}
+
+// checkLocalLaunch fails when a parallel launcher (mpirun, srun) started this
+// process as one of several: with the local backend each would train alone,
+// all into the same run directory. getenv is os.Getenv outside tests.
+func checkLocalLaunch(getenv func(string) string) error {
+	l, err := dist.DetectLaunch(getenv)
+	if err != nil {
+		return fmt.Errorf("dist.backend: local: %w", err)
+	}
+	if !l.Parallel() {
+		return nil
+	}
+	of := ""
+	if l.Size > 0 {
+		of = fmt.Sprintf(" of %d", l.Size)
+	}
+	return fmt.Errorf("dist.backend: local trains in one process, but a launcher started this one as rank %d%s (%s), "+
+		"so every rank would train alone into the same run directory: add --set dist.backend=mpi "+
+		"(with gradwire built with -tags mpi) to train as one job, or start a single process without the launcher",
+		l.Rank, of, l.From)
+}
+
+// runFingerprint describes the run for agreeAcrossRanks: every resolved config
+// key but the two below, the build, and j.fingerprint (the data's digest).
+func (j *job) runFingerprint() map[string]string {
+	fp := configs.Flat(j.cfg)
+	// Where each node keeps the data (the digest compares the files) and whether
+	// it would draw a bar (only rank 0 does) may differ.
+	delete(fp, "data.dir")
+	delete(fp, "train.progress")
+	fp["build.version"] = version.String()
+	fp["build.blas"] = models.BLAS // the summary states one
+	maps.Copy(fp, j.fingerprint)
+	return fp
 }
 
 // defaultReplicas is one replica per core for the local backend (Gorgonia runs

@@ -85,11 +85,11 @@ type job struct {
 	dir           *runDir // the run directory, owned by this process (rank 0)
 	dataDir       string  // the data folder the files were read from
 	dataDigest    string  // data.Source digest of the files read
-	fingerprint   map[string]string
 	metrics       *os.File
 	metricsW      *bufio.Writer
 	lastCkptStep  int       // global step of the newest checkpoint written or resumed from
 	lastCkptPath  string    // its file (rank 0)
+	inStep        bool      // set-up is over: the ranks may no longer fail together
 	lastCkptTime  time.Time // when it was written, for train.checkpoint_minutes
 
 	// Batch buffers for this process's workers, allocated once.
@@ -101,20 +101,35 @@ type job struct {
 	computeN  int
 	workers   []workerState // every logical worker's exchange state at the last epoch end
 	exchanges []*compress.Exchange
+
+	// What the MPI ranks must agree on besides the config and the build
+	// (data.digest); set before setupWorkers.
+	fingerprint map[string]string
 }
 
 // Run trains according to cfg and writes the run directory. It returns the summary
 // (nil on MPI ranks other than 0, which write nothing).
-func Run(ctx context.Context, cfg configs.Config, opts Options) (*Summary, error) {
+func Run(ctx context.Context, cfg configs.Config, opts Options) (sum *Summary, err error) {
 	j := &job{cfg: cfg, opts: opts, log: opts.Log}
 	if j.log == nil {
 		j.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	err := j.setup(ctx)
-	defer j.close()
-	if err != nil {
+	defer func() {
+		// An error on some ranks only (a write on rank 0, say) would leave the
+		// others waiting in a collective: end the whole job. Errors every rank
+		// gets at once (set-up checks, an interrupt) end normally.
+		var stopped *Interrupted
+		if err != nil && j.inStep && j.world != nil && !errors.As(err, &stopped) {
+			if a, ok := j.world.(dist.Aborter); ok {
+				a.Abort(err)
+			}
+		}
+		j.close()
+	}()
+	if err = j.setup(ctx); err != nil {
 		return nil, err
 	}
+	j.inStep = true
 	state := &checkpoint{}
 	if opts.Resume {
 		if state, err = j.resume(); err != nil {
@@ -133,7 +148,7 @@ func Run(ctx context.Context, cfg configs.Config, opts Options) (*Summary, error
 	} else {
 		j.metricsW = bufio.NewWriter(io.Discard)
 	}
-	sum, err := j.loop(ctx, state)
+	sum, err = j.loop(ctx, state)
 	if ferr := j.metricsW.Flush(); err == nil && ferr != nil {
 		err = ferr
 	}
@@ -209,9 +224,7 @@ func (j *job) setup(ctx context.Context) error {
 		return err
 	}
 	j.dataDir, j.dataDigest = src.Dir, src.Digest()
-	j.fingerprint = configs.Flat(c)
-	j.fingerprint["binary.version"] = version.String()
-	j.fingerprint["data.digest"] = j.dataDigest
+	j.fingerprint = map[string]string{"data.digest": j.dataDigest}
 	if err := j.setupWorkers(); err != nil {
 		return err
 	}
