@@ -236,7 +236,7 @@ func otherWays(info Info, src source, dir, dest string) string {
 	} else {
 		fmt.Fprintf(&b, "  - by hand: copy %s into %s", strings.Join(names, ", "), dest)
 		if strings.HasSuffix(names[0], ".gz") {
-			b.WriteString(" (gzip-compressed or not, without .gz)")
+			b.WriteString(" (or uncompressed, named without .gz)")
 		}
 	}
 	if info.Name == "fashion-mnist" {
