@@ -49,6 +49,13 @@ func zeroGzip(t testing.TB, magic uint32, dims []uint32, n int) []byte {
 func TestIDXHostileHeader(t *testing.T) {
 	const huge = 0x7fffffff // 2 GiB - 1 labels, within maxIDXBytes
 	bomb := zeroGzip(t, idxLabelsMagic, []uint32{huge}, 8<<20)
+	// 21 bytes: the gzip header and a flushed deflate block holding an IDX labels
+	// header of 1,952,006,144 labels, cut off there (no end block, no trailer).
+	var cut bytes.Buffer
+	zw := gzip.NewWriter(&cut)
+	zw.Write(idxBytes(idxLabelsMagic, []uint32{0x74594000}, nil))
+	zw.Flush()
+	gz21 := cut.Bytes()[:21]
 	for _, tc := range []struct {
 		name    string
 		file    []byte
@@ -64,6 +71,8 @@ func TestIDXHostileHeader(t *testing.T) {
 			"truncated: header says 2147483647 labels (2147483647 bytes), file has 0 after the 8-byte header", 1 << 20},
 		{"gzip images", gzipBytes(t, idxBytes(idxImagesMagic, []uint32{1 << 21, 32, 32}, []byte{7})), true,
 			"truncated: header says 2097152 images of 32x32 (2147483648 bytes), file has 1 after the 16-byte header", 1 << 20},
+		{"21-byte gzip", gz21, false,
+			"truncated: header says 1952006144 labels (1952006144 bytes), file has 0 after the 8-byte header", 1 << 20},
 		// 8 MiB of zeros really arrive: the buffer follows them (at most doubling), not the header.
 		{"gzip of 8 MiB", bomb, false,
 			"truncated: header says 2147483647 labels (2147483647 bytes), file has 8388608 after the 8-byte header", 20 << 20},
@@ -101,6 +110,8 @@ func TestIDXAllocatesWhatItHolds(t *testing.T) {
 		maxHeap int
 	}{
 		{"raw", raw, payload + 256<<10},
+		// Deflate shrinks these test images to a quarter or less, so the first guess
+		// (4x the file) may be short and be doubled once.
 		{"gzip", gzipBytes(t, raw), 3*payload + 256<<10},
 	} {
 		path := writeFile(t, t.TempDir(), tc.name, tc.file)
@@ -171,6 +182,7 @@ func FuzzReadIDX(f *testing.F) {
 		f.Add(gzipBytes(f, seed), true)
 	}
 	f.Add(zeroGzip(f, idxLabelsMagic, []uint32{0x7fffffff}, 1<<16), false)
+	f.Add([]byte("\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff\x62\x60\xe0\x60\x2c\x89\x74\x60\x00\x00\x00"), true) // 21 bytes announcing 1.95 GB
 	f.Fuzz(func(t *testing.T, b []byte, isLabels bool) {
 		magic, describe := uint32(idxImagesMagic), describeImages
 		if isLabels {
