@@ -1,9 +1,11 @@
 package data
 
 import (
+	"bufio"
+	"errors"
 	"fmt"
+	"io"
 	"os"
-	"path/filepath"
 )
 
 // cifarPixels is the number of pixel bytes per CIFAR record: 3 planes (R, G, B) of
@@ -17,46 +19,104 @@ var cifarSubdir = map[string]string{
 	"cifar100": "cifar-100-binary",
 }
 
-// openCIFAR reads one split of CIFAR-10 or CIFAR-100 (binary version) from dir.
-// CIFAR-10 records are <label><3072 pixels>; CIFAR-100 records are
-// <coarse label><fine label><3072 pixels>.
-func openCIFAR(info Info, dir, split string, normalize, coarse bool) (*Images, error) {
-	labelBytes, labelAt, classes := 1, 0, info.Classes
+// cifarFormat is the record layout of one CIFAR data set: CIFAR-10 records are
+// <label><3072 pixels>; CIFAR-100 records are <coarse label><fine label><3072 pixels>.
+type cifarFormat struct {
+	name       string
+	labelBytes int // label bytes before the pixels
+	labelAt    int // which of them is used
+	classes    int // labels must be below this
+}
+
+// newCIFARFormat returns the layout of info's records, reading the coarse label of
+// CIFAR-100 when coarse is set.
+func newCIFARFormat(info Info, coarse bool) cifarFormat {
+	f := cifarFormat{name: info.Name, labelBytes: 1, classes: info.Classes}
 	if info.CoarseClasses > 0 {
-		labelBytes, labelAt = 2, 1
+		f.labelBytes, f.labelAt = 2, 1
 		if coarse {
-			labelAt, classes = 0, info.CoarseClasses
+			f.labelAt, f.classes = 0, info.CoarseClasses
 		}
 	}
-	record := labelBytes + cifarPixels
+	return f
+}
 
-	var pix, labels []uint8
-	for _, name := range info.splitFiles(split) {
-		path := filepath.Join(dir, name)
-		raw, err := os.ReadFile(path)
+// record is the size of one record in bytes.
+func (f cifarFormat) record() int { return f.labelBytes + cifarPixels }
+
+// records returns how many records a file of size bytes holds; a size that is not a
+// positive multiple of the record is an error.
+func (f cifarFormat) records(size int64) (int, error) {
+	rec := int64(f.record())
+	if size <= 0 || size%rec != 0 {
+		return 0, fmt.Errorf("size %d bytes is not a positive multiple of the %d-byte %s record (%d label bytes + %d pixels)",
+			size, rec, f.name, f.labelBytes, cifarPixels)
+	}
+	return int(size / rec), nil
+}
+
+// decode reads len(labels) records from r into labels and pix (which holds
+// len(labels)*cifarPixels bytes), checking every label.
+func (f cifarFormat) decode(r io.Reader, pix, labels []uint8) error {
+	rec := make([]byte, f.record())
+	for i := range labels {
+		if _, err := io.ReadFull(r, rec); err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				return fmt.Errorf("truncated: record %d of %d ends early", i, len(labels))
+			}
+			return err
+		}
+		l := rec[f.labelAt]
+		if int(l) >= f.classes {
+			return fmt.Errorf("record %d: label %d out of range [0, %d)", i, l, f.classes)
+		}
+		labels[i] = l
+		copy(pix[i*cifarPixels:(i+1)*cifarPixels], rec[f.labelBytes:])
+	}
+	return nil
+}
+
+// openCIFAR reads one split of CIFAR-10 or CIFAR-100 (binary version) from its files.
+// The sizes of all files are checked before anything is allocated, and exactly what
+// they hold is allocated once.
+func openCIFAR(info Info, paths []string, normalize, coarse bool) (*Images, error) {
+	format := newCIFARFormat(info, coarse)
+	counts := make([]int, len(paths))
+	total := 0
+	for i, path := range paths {
+		fi, err := os.Stat(path)
 		if err != nil {
 			return nil, err
 		}
-		if len(raw) == 0 || len(raw)%record != 0 {
-			return nil, fmt.Errorf("%s: size %d bytes is not a positive multiple of the %d-byte %s record (%d label bytes + %d pixels)",
-				path, len(raw), record, info.Name, labelBytes, cifarPixels)
+		if counts[i], err = format.records(fi.Size()); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		n := len(raw) / record
-		if pix == nil {
-			// Most splits are one file; cifar10 train is five of equal size.
-			files := len(info.splitFiles(split))
-			pix = make([]uint8, 0, files*n*cifarPixels)
-			labels = make([]uint8, 0, files*n)
-		}
-		for i := range n {
-			rec := raw[i*record : (i+1)*record]
-			l := rec[labelAt]
-			if int(l) >= classes {
-				return nil, fmt.Errorf("%s: record %d: label %d out of range [0, %d)", path, i, l, classes)
-			}
-			labels = append(labels, l)
-			pix = append(pix, rec[labelBytes:]...)
-		}
+		total += counts[i]
 	}
-	return newImages(info.Name, info.Shape, classes, pix, labels, info.Mean, info.Std, normalize), nil
+	pix := make([]uint8, total*cifarPixels)
+	labels := make([]uint8, total)
+	at := 0
+	br := bufio.NewReaderSize(nil, 1<<16) // one buffer for every file
+	for i, path := range paths {
+		if err := readCIFARFile(path, br, format, pix[at*cifarPixels:(at+counts[i])*cifarPixels], labels[at:at+counts[i]]); err != nil {
+			return nil, err
+		}
+		at += counts[i]
+	}
+	return newImages(info.Name, info.Shape, format.classes, pix, labels, info.Mean, info.Std, normalize), nil
+}
+
+// readCIFARFile decodes the records of one file into pix and labels, reading through
+// br; errors name the file.
+func readCIFARFile(path string, br *bufio.Reader, format cifarFormat, pix, labels []uint8) error {
+	file, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer file.Close()
+	br.Reset(file)
+	if err := format.decode(br, pix, labels); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
 }

@@ -7,6 +7,11 @@ import (
 	"crypto/md5"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,6 +21,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // server serves files by name under /files/ and counts the requests.
@@ -47,6 +53,7 @@ func (s *server) options(name string, content map[string][]byte, progress *bytes
 	files := make([]remote, len(src.files))
 	for i, r := range src.files {
 		r.sum = sumOf(r.sum.algo, content[r.name])
+		r.content = nil // see withContent
 		members := slices.Clone(r.members)
 		for j := range members {
 			members[j].size = int64(len(content[members[j].name]))
@@ -82,6 +89,15 @@ func listDir(t *testing.T, dir string) []string {
 		names = append(names, e.Name())
 	}
 	return names
+}
+
+// nothingLeft checks that dir is empty: Fetch removed the folder it created for the
+// data set, and left no temporary file.
+func nothingLeft(t *testing.T, dir string) {
+	t.Helper()
+	if names := listDir(t, dir); len(names) != 0 {
+		t.Errorf("left behind in %s: %v", dir, names)
+	}
 }
 
 // mnistFiles returns a small, valid MNIST in the published layout: 3 test and 4 train
@@ -160,9 +176,7 @@ func TestFetchChecksumMismatch(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), srv.URL+"/files/input.txt: sha256 checksum mismatch: expected "+want+", got "+got) {
 		t.Fatalf("error %v, want a checksum mismatch naming the URL, expected and got", err)
 	}
-	if names := listDir(t, filepath.Join(dir, "tinyshakespeare")); len(names) != 0 {
-		t.Errorf("files left behind: %v", names)
-	}
+	nothingLeft(t, dir)
 }
 
 func TestFetchHTTPError(t *testing.T) {
@@ -172,9 +186,7 @@ func TestFetchHTTPError(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "404 Not Found") || !strings.Contains(err.Error(), srv.URL+"/files/input.txt") {
 		t.Fatalf("error %v, want a 404 naming the URL", err)
 	}
-	if names := listDir(t, filepath.Join(dir, "tinyshakespeare")); len(names) != 0 {
-		t.Errorf("files left behind: %v", names)
-	}
+	nothingLeft(t, dir)
 }
 
 // tarGz packs files (path in the archive -> content) into a tar.gz.
@@ -251,9 +263,7 @@ func TestFetchArchiveIncomplete(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "cifar-100-binary.tar.gz: archive lacks test.bin") {
 		t.Fatalf("error %v, want a missing member", err)
 	}
-	if names := listDir(t, filepath.Join(dir, "cifar100")); len(names) != 0 {
-		t.Errorf("files left behind: %v", names)
-	}
+	nothingLeft(t, dir)
 }
 
 // TestCatalogue checks the download catalogue against the data set descriptions.
@@ -285,4 +295,252 @@ func TestCatalogue(t *testing.T) {
 			t.Errorf("%s: Fetch writes %v, Open reads %v", name, fetched, info.Files)
 		}
 	}
+}
+
+// closedURL returns the URL of a local port that nothing listens on.
+func closedURL(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + l.Addr().String() + "/"
+	l.Close()
+	return url
+}
+
+func TestFetchOffline(t *testing.T) {
+	sys := filepath.Join(t.TempDir(), "datasets")
+	useSystemDir(t, sys)
+	root := t.TempDir()
+	dir := filepath.Join(root, "new", "data")
+	base := closedURL(t)
+	err := Fetch(t.Context(), "fashion-mnist", dir, FetchOptions{BaseURL: base})
+	if err == nil {
+		t.Fatal("fetch from a closed port succeeded")
+	}
+	dest := filepath.Join(dir, "fashion-mnist")
+	for _, want := range []string{
+		`fetch fashion-mnist: Get "` + base + `train-images-idx3-ubyte.gz"`,
+		"connection refused",
+		"could not be downloaded (offline, or the server is unreachable)",
+		"gradwire data fetch fashion-mnist --dir " + dir + " --base-url URL (downloads URL/train-images-idx3-ubyte.gz and the other files by the same names",
+		"by hand: copy train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz into " + dest + " (or uncompressed, named without .gz)",
+		"apt-get install dataset-fashion-mnist, which installs them into " + filepath.Join(sys, "fashion-mnist"),
+		"nothing was written; removed the folders this fetch had created: " + dest + ", " + dir + ", " + filepath.Join(root, "new"),
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not mention %q:\n%v", want, err)
+		}
+	}
+	var dnsOrDial *net.OpError
+	if !errors.As(err, &dnsOrDial) {
+		t.Errorf("error %v does not wrap the *net.OpError", err)
+	}
+	nothingLeft(t, root)
+
+	// A folder that existed before stays; only the data set folder goes.
+	err = Fetch(t.Context(), "tinyshakespeare", root, FetchOptions{BaseURL: base})
+	if err == nil || !strings.Contains(err.Error(), "by hand: copy input.txt into "+filepath.Join(root, "tinyshakespeare")) ||
+		strings.Contains(err.Error(), "apt-get") || strings.Contains(err.Error(), "uncompressed") {
+		t.Errorf("tinyshakespeare offline: error %v", err)
+	}
+	nothingLeft(t, root)
+
+	// CIFAR: the advice names the archive and the files to extract from it.
+	err = Fetch(t.Context(), "cifar100", root, FetchOptions{BaseURL: base})
+	if err == nil || !strings.Contains(err.Error(), "by hand: download cifar-100-binary.tar.gz elsewhere and extract train.bin, test.bin into "+
+		filepath.Join(root, "cifar100")+" (the archive's cifar-100-binary/ folder may be kept as it is)") {
+		t.Errorf("cifar100 offline: error %v", err)
+	}
+	nothingLeft(t, root)
+}
+
+func TestFetchFailsMidway(t *testing.T) {
+	files := mnistFiles(t)
+	srv := newServer(t, maps.Clone(files))
+	opts := srv.options("mnist", files, nil)
+	delete(srv.files, "t10k-images-idx3-ubyte.gz") // the third download gets a 404
+	dir := t.TempDir()
+	err := Fetch(t.Context(), "mnist", dir, opts)
+	dest := filepath.Join(dir, "mnist")
+	for _, want := range []string{
+		"GET " + srv.URL + "/files/t10k-images-idx3-ubyte.gz: 404 Not Found",
+		"--base-url URL",
+		"kept the files verified before the failure in " + dest + ": train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz (running the same command again downloads only the rest)",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not mention %q:\n%v", want, err)
+		}
+	}
+	if got, want := listDir(t, dest), []string{"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"}; !slices.Equal(got, want) {
+		t.Errorf("left %v, want only the verified %v", got, want)
+	}
+	// Once the server has the file, the same command completes with two requests.
+	srv.files["t10k-images-idx3-ubyte.gz"] = files["t10k-images-idx3-ubyte.gz"]
+	srv.requests.Store(0)
+	if err := Fetch(t.Context(), "mnist", dir, opts); err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.requests.Load(); n != 2 {
+		t.Errorf("second fetch made %d requests, want 2", n)
+	}
+}
+
+// TestFetchBrokenTransfer checks a connection that breaks off inside a body.
+func TestFetchBrokenTransfer(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "1000")
+		w.Write([]byte("First Citizen"))
+	}))
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	err := Fetch(t.Context(), "tinyshakespeare", dir, FetchOptions{BaseURL: srv.URL})
+	if err == nil || !strings.Contains(err.Error(), "unexpected EOF") || !strings.Contains(err.Error(), "other ways to get tinyshakespeare") {
+		t.Errorf("error %v, want a broken transfer with advice", err)
+	}
+	nothingLeft(t, dir)
+}
+
+// regzip compresses the content of a gzip file again, differently: another level,
+// a file name in the header, another modification time. Debian's copies differ from
+// the publisher's so.
+func regzip(t *testing.T, gz []byte) []byte {
+	zr, err := gzip.NewReader(bytes.NewReader(gz))
+	if err != nil {
+		t.Fatal(err)
+	}
+	content, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&out, gzip.BestSpeed)
+	zw.Name = "recompressed"
+	zw.ModTime = time.Unix(1e9, 0)
+	zw.Write(content)
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(out.Bytes(), gz) {
+		t.Fatal("recompressed file equals the original")
+	}
+	return out.Bytes()
+}
+
+// withContent adds to opts the payload fingerprint of every gzip file of files, as
+// the catalogue holds for Fashion-MNIST.
+func withContent(t *testing.T, opts FetchOptions, name string, files map[string][]byte) FetchOptions {
+	src := opts.sources[name]
+	for i, r := range src.files {
+		zr, err := gzip.NewReader(bytes.NewReader(files[r.name]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		content, _ := io.ReadAll(zr)
+		src.files[i].content = &payload{int64(len(content)), sumOf("sha256", content).hex}
+	}
+	return opts
+}
+
+func TestFetchAcceptsOtherGzipEncodings(t *testing.T) {
+	canonical := mnistFiles(t)
+	served := map[string][]byte{}
+	for name, b := range canonical {
+		served[name] = regzip(t, b)
+	}
+	srv := newServer(t, served)
+	opts := withContent(t, srv.options("fashion-mnist", canonical, nil), "fashion-mnist", canonical)
+	var progress bytes.Buffer
+	opts.Progress = &progress
+	dir := t.TempDir()
+	if err := Fetch(t.Context(), "fashion-mnist", dir, opts); err != nil {
+		t.Fatal(err)
+	}
+	dest := filepath.Join(dir, "fashion-mnist")
+	if got, _ := os.ReadFile(filepath.Join(dest, "train-images-idx3-ubyte.gz")); !bytes.Equal(got, served["train-images-idx3-ubyte.gz"]) {
+		t.Error("the recompressed file was not saved as served")
+	}
+	if n := strings.Count(progress.String(), "saved, decompressed content ok"); n != 4 {
+		t.Errorf("%d files accepted by content, want 4:\n%s", n, progress.String())
+	}
+
+	// Present in another encoding, or uncompressed: nothing to download.
+	raw, _ := io.ReadAll(must(gzip.NewReader(bytes.NewReader(canonical["t10k-labels-idx1-ubyte.gz"]))))
+	os.Remove(filepath.Join(dest, "t10k-labels-idx1-ubyte.gz"))
+	writeFile(t, dest, "t10k-labels-idx1-ubyte", raw)
+	srv.requests.Store(0)
+	progress.Reset()
+	if err := Fetch(t.Context(), "fashion-mnist", dir, opts); err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.requests.Load(); n != 0 {
+		t.Errorf("fetch with every file present made %d requests, want 0:\n%s", n, progress.String())
+	}
+	if !strings.Contains(progress.String(), filepath.Join(dest, "t10k-labels-idx1-ubyte")+": already present uncompressed, decompressed content ok") {
+		t.Errorf("progress does not report the uncompressed file:\n%s", progress.String())
+	}
+
+	// Other content in gzip: refused, naming both fingerprints.
+	other := gzipBytes(t, idxBytes(idxLabelsMagic, []uint32{3}, []byte{1, 2, 4}))
+	srv.files["t10k-labels-idx1-ubyte.gz"] = other
+	os.Remove(filepath.Join(dest, "t10k-labels-idx1-ubyte"))
+	err := Fetch(t.Context(), "fashion-mnist", dir, opts)
+	r := opts.sources["fashion-mnist"].files[3]
+	want := fmt.Sprintf("%s/files/t10k-labels-idx1-ubyte.gz: md5 checksum mismatch: expected %s, got %s, and its decompressed content is not the canonical one either: expected 11 bytes with sha256 %s, got 11 bytes with sha256 %s",
+		srv.URL, r.sum.hex, sumOf("md5", other).hex, r.content.sha256, sumOf("sha256", idxBytes(idxLabelsMagic, []uint32{3}, []byte{1, 2, 4})).hex)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error %v\nwant %q", err, want)
+	}
+	if strings.Contains(err.Error(), "other ways") {
+		t.Errorf("a wrong file is not an unreachable server:\n%v", err)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// TestCatalogueMatchesRealData checks the catalogue's fingerprints against the real
+// files under $GRADWIRE_DATA: each is accepted as it is (Debian's recompressed
+// Fashion-MNIST by its content) and uncompressed.
+func TestCatalogueMatchesRealData(t *testing.T) {
+	root := os.Getenv(EnvDataDir)
+	checked := 0
+	for name, src := range sources {
+		for _, r := range src.files {
+			path := filepath.Join(root, name, r.name)
+			if _, err := os.Stat(path); root == "" || err != nil {
+				continue
+			}
+			if _, err := verify(path, r); err != nil {
+				t.Errorf("%s: %v", path, err)
+			}
+			if r.content == nil {
+				continue
+			}
+			raw := filepath.Join(t.TempDir(), "raw")
+			f, err := os.Create(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gz, _ := os.Open(path)
+			io.Copy(f, must(gzip.NewReader(gz)))
+			gz.Close()
+			f.Close()
+			if how, err := verify(raw, r); err != nil || !strings.HasPrefix(how, "decompressed content ok") {
+				t.Errorf("%s uncompressed: %s, %v", path, how, err)
+			}
+			checked++
+		}
+	}
+	if checked == 0 {
+		if os.Getenv("GRADWIRE_REQUIRE_DATA") == "1" {
+			t.Fatalf("no real data under $%s=%q", EnvDataDir, root)
+		}
+		t.Skipf("no real data: set $%s", EnvDataDir)
+	}
+	t.Logf("%d files checked", checked)
 }

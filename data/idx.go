@@ -29,9 +29,7 @@ type idxImages struct {
 
 // readIDXImages reads an IDX3 unsigned-byte image file, gzip-compressed or raw.
 func readIDXImages(path string) (idxImages, error) {
-	dims, pix, err := readIDX(path, idxImagesMagic, "IDX images", func(d []uint32) string {
-		return fmt.Sprintf("%d images of %dx%d", d[0], d[1], d[2])
-	})
+	dims, pix, err := readIDX(path, idxImagesMagic, describeImages)
 	if err != nil {
 		return idxImages{}, err
 	}
@@ -40,36 +38,128 @@ func readIDXImages(path string) (idxImages, error) {
 
 // readIDXLabels reads an IDX1 unsigned-byte label file, gzip-compressed or raw.
 func readIDXLabels(path string) ([]uint8, error) {
-	_, labels, err := readIDX(path, idxLabelsMagic, "IDX labels", func(d []uint32) string {
-		return fmt.Sprintf("%d labels", d[0])
-	})
+	_, labels, err := readIDX(path, idxLabelsMagic, describeLabels)
 	return labels, err
 }
 
-// readIDX checks the magic number, reads the dimensions and then exactly the payload
-// they announce (one byte per element): missing or extra bytes are errors. describe
-// words the dimensions for error messages.
-func readIDX(path string, magic uint32, kind string, describe func(dims []uint32) string) ([]uint32, []uint8, error) {
+// describeImages and describeLabels word a header's dimensions for error messages.
+func describeImages(d []uint32) string {
+	return fmt.Sprintf("%d images of %dx%d", d[0], d[1], d[2])
+}
+
+func describeLabels(d []uint32) string { return fmt.Sprintf("%d labels", d[0]) }
+
+// idxKind names the file a magic number belongs to.
+func idxKind(magic uint32) string {
+	if magic == idxImagesMagic {
+		return "IDX images"
+	}
+	return "IDX labels"
+}
+
+// readIDX opens path and decodes it (see decodeIDX); errors name the path.
+func readIDX(path string, magic uint32, describe func([]uint32) string) ([]uint32, []uint8, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer f.Close()
-	r, err := maybeGunzip(bufio.NewReaderSize(f, 1<<16))
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	dims, payload, err := decodeIDX(f, fi.Size(), magic, describe)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
+	return dims, payload, nil
+}
 
+// readIDXHeader reads only the dimensions of the IDX file at path.
+func readIDXHeader(path string, magic uint32) ([]uint32, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r, err := maybeGunzip(bufio.NewReader(f))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	dims, _, err := readIDXDims(r, magic)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return dims, nil
+}
+
+// decodeIDX reads an IDX stream of fileSize bytes, gzip-compressed or raw: the magic
+// number, the dimensions and then exactly the payload they announce (one byte per
+// element); missing or extra bytes are errors. It never allocates more than the stream
+// can hold: a raw file's size is compared with the header before anything is
+// allocated, and a gzip stream's payload grows only as decompressed bytes arrive.
+// describe words the dimensions for error messages.
+func decodeIDX(file io.Reader, fileSize int64, magic uint32, describe func([]uint32) string) ([]uint32, []uint8, error) {
+	br := bufio.NewReaderSize(file, 1<<16)
+	r, err := maybeGunzip(br)
+	if err != nil {
+		return nil, nil, err
+	}
+	_, gzipped := r.(*gzip.Reader)
+	dims, headerLen, err := readIDXDims(r, magic)
+	if err != nil {
+		return nil, nil, err
+	}
+	size := int64(1)
+	for _, d := range dims {
+		size *= int64(d)
+	}
+	what := fmt.Sprintf("%s (%d bytes)", describe(dims), size)
+
+	var buf []uint8
+	if gzipped {
+		// Decompressed data is typically 2 to 5 times the compressed size; start there
+		// and grow with what actually arrives.
+		buf, err = readGrowing(r, size, max(4*fileSize, 1<<16))
+	} else {
+		if body := fileSize - int64(headerLen); body < size {
+			return nil, nil, fmt.Errorf("truncated: header says %s, file has %d after the %d-byte header", what, body, headerLen)
+		}
+		buf = make([]uint8, size)
+		var n int
+		n, err = io.ReadFull(r, buf)
+		buf = buf[:n]
+	}
+	if err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, nil, fmt.Errorf("truncated: header says %s, file has %d after the %d-byte header", what, len(buf), headerLen)
+		}
+		return nil, nil, err
+	}
+	// Reading to the end also makes gzip check its CRC.
+	extra, err := io.Copy(io.Discard, r)
+	if err != nil {
+		return nil, nil, err
+	}
+	if extra > 0 {
+		return nil, nil, fmt.Errorf("%d trailing bytes: header says %s, file has %d after the %d-byte header", extra, what, size+extra, headerLen)
+	}
+	return dims, buf, nil
+}
+
+// readIDXDims reads the magic number and the dimensions, and checks that the payload
+// they announce is plausible. It returns the dimensions and the header's length.
+func readIDXDims(r io.Reader, magic uint32) ([]uint32, int, error) {
 	ndim := int(magic & 0xff)
 	header := make([]byte, 4+4*ndim)
 	if n, err := io.ReadFull(r, header[:4]); err != nil {
-		return nil, nil, headerError(path, err, n, len(header))
+		return nil, 0, headerError(err, n, len(header))
 	}
 	if got := binary.BigEndian.Uint32(header); got != magic {
-		return nil, nil, fmt.Errorf("%s: magic number 0x%08x, expected 0x%08x (%s)", path, got, magic, kind)
+		return nil, 0, fmt.Errorf("magic number 0x%08x, expected 0x%08x (%s)", got, magic, idxKind(magic))
 	}
 	if n, err := io.ReadFull(r, header[4:]); err != nil {
-		return nil, nil, headerError(path, err, 4+n, len(header))
+		return nil, 0, headerError(err, 4+n, len(header))
 	}
 	dims := make([]uint32, ndim)
 	size := uint64(1)
@@ -77,34 +167,45 @@ func readIDX(path string, magic uint32, kind string, describe func(dims []uint32
 		dims[i] = binary.BigEndian.Uint32(header[4+4*i:])
 		size *= uint64(dims[i]) // no overflow: size <= 2^31 before, the factor < 2^32
 		if size > maxIDXBytes {
-			return nil, nil, fmt.Errorf("%s: header dimensions %v announce more than %d bytes, not a plausible IDX file", path, dims[:i+1], maxIDXBytes)
+			return nil, 0, fmt.Errorf("header dimensions %v announce more than %d bytes, not a plausible IDX file", dims[:i+1], maxIDXBytes)
 		}
 	}
-	what := fmt.Sprintf("%s (%d bytes)", describe(dims), size)
-
-	buf := make([]uint8, size)
-	if n, err := io.ReadFull(r, buf); err != nil {
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil, nil, fmt.Errorf("%s: truncated: header says %s, file has %d after the %d-byte header", path, what, n, len(header))
-		}
-		return nil, nil, fmt.Errorf("%s: %w", path, err)
-	}
-	extra, err := io.Copy(io.Discard, r)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if extra > 0 {
-		return nil, nil, fmt.Errorf("%s: %d trailing bytes: header says %s, file has %d after the %d-byte header", path, extra, what, int64(size)+extra, len(header))
-	}
-	return dims, buf, nil
+	return dims, len(header), nil
 }
 
-// headerError reports a file that ends inside its header.
-func headerError(path string, err error, got, want int) error {
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return fmt.Errorf("%s: truncated header: %d bytes, expected %d", path, got, want)
+// readGrowing reads exactly want bytes from r into a buffer that starts at
+// min(want, start) bytes and doubles, up to want, only when full, so that a short
+// stream costs about as much memory as it delivered. A short stream returns what
+// arrived and io.ErrUnexpectedEOF.
+func readGrowing(r io.Reader, want, start int64) ([]byte, error) {
+	buf := make([]byte, 0, min(want, start))
+	for int64(len(buf)) < want {
+		if len(buf) == cap(buf) {
+			grown := make([]byte, len(buf), min(want, 2*int64(cap(buf))))
+			copy(grown, buf)
+			buf = grown
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if errors.Is(err, io.EOF) {
+			if int64(len(buf)) < want {
+				return buf, io.ErrUnexpectedEOF
+			}
+			break
+		}
+		if err != nil {
+			return buf, err
+		}
 	}
-	return fmt.Errorf("%s: %w", path, err)
+	return buf, nil
+}
+
+// headerError reports a stream that ends inside its header.
+func headerError(err error, got, want int) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("truncated header: %d bytes, expected %d", got, want)
+	}
+	return err
 }
 
 // maybeGunzip returns a decompressing reader when the stream starts with the gzip magic

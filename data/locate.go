@@ -3,6 +3,7 @@ package data
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,7 +27,8 @@ var systemDataDir = "/usr/share/datasets"
 // also tried inside each. A folder is accepted when it holds every file of at least one
 // split (the MNIST test split alone, say); use LocateSplit for a given split. The error
 // (wrapping ErrNotFound) lists every folder looked at, the files expected and how to
-// get them.
+// get them. A dir that is not an existing folder is an error of its own, never
+// skipped: a mistyped data.dir must not quietly give way to another copy of the data.
 func Locate(name, dir string) (string, error) {
 	return locate(name, dir, "")
 }
@@ -45,6 +47,9 @@ func LocateSplit(name, dir, split string) (string, error) {
 func locate(name, dir, split string) (string, error) {
 	info, err := Lookup(name)
 	if err != nil {
+		return "", err
+	}
+	if err := checkDataDir(dir); err != nil {
 		return "", err
 	}
 	splits := []string{split}
@@ -69,6 +74,28 @@ func locate(name, dir, split string) (string, error) {
 		looked = append(looked, place+": "+strings.Join(lacks, "; "))
 	}
 	return "", notFoundError(info, dir, split, looked)
+}
+
+// checkDataDir returns an error naming data.dir when dir is set but is not an
+// existing folder.
+func checkDataDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	fi, err := os.Stat(dir)
+	what := ""
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		what = "no such folder"
+	case err != nil:
+		what = err.Error()
+	case !fi.IsDir():
+		what = "not a folder"
+	default:
+		return nil
+	}
+	return fmt.Errorf("data.dir %s: %s; expected an existing folder that holds the data set (or no data.dir, to search $%s and %s)",
+		dir, what, EnvDataDir, systemDataDir)
 }
 
 // candidates lists the folders to search, in order.

@@ -15,6 +15,14 @@ func useSystemDir(t *testing.T, dir string) {
 	t.Cleanup(func() { systemDataDir = old })
 }
 
+// isolate hides $GRADWIRE_DATA and /usr/share/datasets from one test, so that only
+// the folders it writes are searched (a split missing there must not be found in a
+// real copy, whose images differ from the test's).
+func isolate(t *testing.T) {
+	t.Setenv(EnvDataDir, "")
+	useSystemDir(t, filepath.Join(t.TempDir(), "none"))
+}
+
 // touch creates empty files (Locate only checks that they exist).
 func touch(t *testing.T, dir string, names ...string) {
 	t.Helper()
@@ -176,5 +184,41 @@ func TestUnknownName(t *testing.T) {
 			!strings.Contains(err.Error(), `unknown data set "imagenet"; valid names: fashion-mnist, mnist, cifar10, cifar100, tinyshakespeare`) {
 			t.Errorf("error %v, want an unknown-name error listing the names", err)
 		}
+	}
+}
+
+// TestMissingDataDir checks that a data.dir that is not a folder is an error naming
+// data.dir and the path, even when $GRADWIRE_DATA holds the data set.
+func TestMissingDataDir(t *testing.T) {
+	root := t.TempDir()
+	useSystemDir(t, filepath.Join(root, "none"))
+	t.Setenv(EnvDataDir, root)
+	touch(t, filepath.Join(root, "tinyshakespeare"), "input.txt")
+	missing := filepath.Join(root, "typo")
+	file := writeFile(t, root, "a-file", nil)
+	for _, tc := range []struct{ dir, want string }{
+		{missing, "data.dir " + missing + ": no such folder"},
+		{file, "data.dir " + file + ": not a folder"},
+	} {
+		for what, err := range map[string]error{
+			"Locate":      func() error { _, err := Locate("tinyshakespeare", tc.dir); return err }(),
+			"LocateSplit": func() error { _, err := LocateSplit("tinyshakespeare", tc.dir, "train"); return err }(),
+			"Open": func() error {
+				_, err := Open(Options{Name: "tinyshakespeare", Dir: tc.dir, SeqLen: 1}, "train")
+				return err
+			}(),
+			"OpenTrainTest": func() error {
+				_, _, err := OpenTrainTest(Options{Name: "tinyshakespeare", Dir: tc.dir, SeqLen: 1})
+				return err
+			}(),
+		} {
+			if err == nil || !strings.Contains(err.Error(), tc.want) || errors.Is(err, ErrNotFound) {
+				t.Errorf("%s with data.dir %s: error %v, want %q (not ErrNotFound)", what, tc.dir, err, tc.want)
+			}
+		}
+	}
+	// Without data.dir, $GRADWIRE_DATA is used.
+	if got, err := Locate("tinyshakespeare", ""); err != nil || got != filepath.Join(root, "tinyshakespeare") {
+		t.Errorf("Locate without data.dir = %s, %v", got, err)
 	}
 }

@@ -2,17 +2,10 @@ package data
 
 import "fmt"
 
-// openIDX reads one split of MNIST or Fashion-MNIST (IDX files) from dir.
-func openIDX(info Info, dir, split string, normalize bool) (*Images, error) {
-	files := info.splitFiles(split)
-	imagesPath, ok := findFile(dir, files[0])
-	if !ok {
-		return nil, fmt.Errorf("%s: %s not found", dir, files[0])
-	}
-	labelsPath, ok := findFile(dir, files[1])
-	if !ok {
-		return nil, fmt.Errorf("%s: %s not found", dir, files[1])
-	}
+// openIDX reads one split of MNIST or Fashion-MNIST from its IDX files: paths are the
+// images file and the labels file.
+func openIDX(info Info, paths []string, normalize bool) (*Images, error) {
+	imagesPath, labelsPath := paths[0], paths[1]
 	im, err := readIDXImages(imagesPath)
 	if err != nil {
 		return nil, err
@@ -30,4 +23,14 @@ func openIDX(info Info, dir, split string, normalize bool) (*Images, error) {
 		}
 	}
 	return newImages(info.Name, []int{1, im.rows, im.cols}, info.Classes, im.pix, labels, info.Mean, info.Std, normalize), nil
+}
+
+// idxShape reads only the header of an IDX images file and returns the (C, H, W)
+// shape of its images.
+func idxShape(imagesPath string) ([]int, error) {
+	dims, err := readIDXHeader(imagesPath, idxImagesMagic)
+	if err != nil {
+		return nil, err
+	}
+	return []int{1, int(dims[1]), int(dims[2])}, nil
 }

@@ -3,6 +3,7 @@ package data
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -126,9 +127,11 @@ func canonicalSplit(split string) (string, error) {
 
 // Open finds the data set (see LocateSplit) and reads one split into memory. split is
 // "train" or "test"; "val" is accepted as a synonym of "test". Image data sets are
-// returned as *Images, text as *Text.
+// returned as *Images, text as *Text. When the other split is present too, a split
+// whose images differ from it in shape is refused here, not during training; use
+// OpenTrainTest to open both splits with every check.
 func Open(opts Options, split string) (Dataset, error) {
-	info, err := Lookup(opts.Name)
+	info, err := checkOptions(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -136,24 +139,154 @@ func Open(opts Options, split string) (Dataset, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", opts.Name, err)
 	}
-	if opts.Coarse && info.CoarseClasses == 0 {
-		return nil, fmt.Errorf("open %s: coarse labels exist only for cifar100", opts.Name)
-	}
-	dir, err := LocateSplit(opts.Name, opts.Dir, split)
+	_, paths, err := splitPaths(info, opts.Dir, split)
 	if err != nil {
 		return nil, err
 	}
-	var ds Dataset
-	switch info.Name {
-	case "fashion-mnist", "mnist":
-		ds, err = openIDX(info, dir, split, opts.Normalize)
-	case "cifar10", "cifar100":
-		ds, err = openCIFAR(info, dir, split, opts.Normalize, opts.Coarse)
-	default:
-		ds, err = openText(info, dir, split, opts.SeqLen)
-	}
+	ds, err := openSplit(info, opts, split, paths)
 	if err != nil {
-		return nil, fmt.Errorf("open %s %s split: %w", opts.Name, split, err)
+		return nil, err
+	}
+	if err := checkOtherSplit(info, opts.Dir, split, paths, ds); err != nil {
+		return nil, err
 	}
 	return ds, nil
+}
+
+// OpenTrainTest opens the train and the test split of a data set (see Open) and
+// refuses them when they disagree in example shape or number of classes, naming both
+// files: a model built for one split could not evaluate the other.
+func OpenTrainTest(opts Options) (train, test Dataset, err error) {
+	info, err := checkOptions(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	_, trainPaths, err := splitPaths(info, opts.Dir, "train")
+	if err != nil {
+		return nil, nil, err
+	}
+	_, testPaths, err := splitPaths(info, opts.Dir, "test")
+	if err != nil {
+		return nil, nil, err
+	}
+	if train, err = openSplit(info, opts, "train", trainPaths); err != nil {
+		return nil, nil, err
+	}
+	if test, err = openSplit(info, opts, "test", testPaths); err != nil {
+		return nil, nil, err
+	}
+	err = compareSplits(info.Name,
+		splitShape{"train", trainPaths[0], train.XShape(), train.Classes()},
+		splitShape{"test", testPaths[0], test.XShape(), test.Classes()})
+	if err != nil {
+		return nil, nil, err
+	}
+	return train, test, nil
+}
+
+// checkOptions looks the data set up and checks the options that do not depend on files.
+func checkOptions(opts Options) (Info, error) {
+	info, err := Lookup(opts.Name)
+	if err != nil {
+		return Info{}, err
+	}
+	if opts.Coarse && info.CoarseClasses == 0 {
+		return Info{}, fmt.Errorf("open %s: coarse labels exist only for cifar100", opts.Name)
+	}
+	return info, nil
+}
+
+// splitPaths finds the folder holding split (see LocateSplit) and returns it with the
+// path of every file the split reads, in the order of Info.Train or Info.Test.
+func splitPaths(info Info, dir, split string) (folder string, paths []string, err error) {
+	folder, err = LocateSplit(info.Name, dir, split)
+	if err != nil {
+		return "", nil, err
+	}
+	for _, name := range info.splitFiles(split) {
+		path, ok := findFile(folder, name)
+		if !ok { // removed since LocateSplit looked
+			return "", nil, fmt.Errorf("open %s %s split: %s: %s not found", info.Name, split, folder, name)
+		}
+		paths = append(paths, path)
+	}
+	return folder, paths, nil
+}
+
+// openSplit decodes one split from its files (as splitPaths returns them).
+func openSplit(info Info, opts Options, split string, paths []string) (Dataset, error) {
+	var ds Dataset
+	var err error
+	switch {
+	case isIDX(info):
+		ds, err = openIDX(info, paths, opts.Normalize)
+	case info.Name == "cifar10" || info.Name == "cifar100":
+		ds, err = openCIFAR(info, paths, opts.Normalize, opts.Coarse)
+	default:
+		ds, err = openText(info, paths[0], split, opts.SeqLen)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s %s split: %w", info.Name, split, err)
+	}
+	return ds, nil
+}
+
+// isIDX reports whether a data set is stored as IDX files, the only format whose
+// files say what shape their images have (CIFAR's and text's shapes follow from the
+// format, the same in every split).
+func isIDX(info Info) bool { return info.Name == "fashion-mnist" || info.Name == "mnist" }
+
+// checkOtherSplit compares the image shape of an IDX split just opened with the header
+// of the other split's images file, when that split is present, so that Open refuses
+// a mismatched pair as OpenTrainTest does. Only the header is read; a missing or
+// unreadable other split is left to its own Open to report.
+func checkOtherSplit(info Info, dir, split string, paths []string, ds Dataset) error {
+	if !isIDX(info) {
+		return nil
+	}
+	other := "test"
+	if split == "test" {
+		other = "train"
+	}
+	_, otherPaths, err := splitPaths(info, dir, other)
+	if err != nil {
+		return nil
+	}
+	shape, err := idxShape(otherPaths[0])
+	if err != nil {
+		return nil
+	}
+	this := splitShape{split, paths[0], ds.XShape(), ds.Classes()}
+	that := splitShape{other, otherPaths[0], shape, info.Classes}
+	if split == "test" {
+		this, that = that, this
+	}
+	return compareSplits(info.Name, this, that)
+}
+
+// splitShape is what two splits of a data set must agree on, with the file it comes from.
+type splitShape struct {
+	split, path string
+	shape       []int
+	classes     int
+}
+
+// compareSplits returns an error naming both files when the splits differ in example
+// shape or number of classes.
+func compareSplits(name string, a, b splitShape) error {
+	if slices.Equal(a.shape, b.shape) && a.classes == b.classes {
+		return nil
+	}
+	return fmt.Errorf("%s: the %s and %s splits disagree: %s has examples of %s in %d classes, %s has %s in %d classes; "+
+		"every split of a data set must have the same example shape and classes (is one file from another data set, or resized?)",
+		name, a.split, b.split, a.path, shapeString(a.shape), a.classes, b.path, shapeString(b.shape), b.classes)
+}
+
+// shapeString writes a shape as 1x28x28.
+func shapeString(shape []int) string {
+	parts := make([]string, len(shape))
+	for i, d := range shape {
+		parts[i] = strconv.Itoa(d)
+	}
+	return strings.Join(parts, "x")
 }

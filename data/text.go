@@ -3,7 +3,6 @@ package data
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 )
 
@@ -21,9 +20,8 @@ type Text struct {
 // the validation ("test") split.
 const trainPercent = 90
 
-// openText reads the corpus in dir and returns one split of it.
-func openText(info Info, dir, split string, seqLen int) (*Text, error) {
-	path := filepath.Join(dir, info.Train[0])
+// openText reads the corpus at path and returns one split of it.
+func openText(info Info, path, split string, seqLen int) (*Text, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
