@@ -91,12 +91,14 @@ func Run(ctx context.Context, cfg configs.Config, opts Options) (*Summary, error
 	}
 	state := &checkpoint{}
 	if opts.Resume {
-		path, err := latestCheckpoint(opts.OutDir)
-		if err != nil {
+		var path string
+		var skipped []error
+		var err error
+		if state, path, skipped, err = latestCheckpoint(opts.OutDir, layoutOf(j.net, cfg.Dist.Workers)); err != nil {
 			return nil, err
 		}
-		if state, err = loadCheckpoint(path); err != nil {
-			return nil, err
+		for _, e := range skipped {
+			j.log.Warn("skipping damaged checkpoint", "error", e)
 		}
 		if err := state.restore(path, j.net, j.opt); err != nil {
 			return nil, err
@@ -442,7 +444,7 @@ func (j *job) checkpoint(epoch, globalStep int, elapsed float64, samples int64, 
 	c := newCheckpoint(version.String(), j.net, j.opt)
 	c.Epoch, c.GlobalStep, c.MetricsOffset, c.Elapsed, c.Samples, c.Epochs = epoch, globalStep, off, elapsed, samples, epochs
 	c.Workers = j.workers
-	return saveCheckpoint(checkpointPath(j.opts.OutDir, epoch), c)
+	return saveCheckpoint(checkpointPath(j.opts.OutDir, globalStep), c)
 }
 
 func (j *job) newBar(epoch int) *progressbar.ProgressBar {
