@@ -141,16 +141,20 @@ func loadCheckpoint(path string, want layout) (*checkpoint, error) {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
 	defer f.Close()
-	limit := want.maxFileSize()
-	// Read at most one byte past the bound, so an oversized file is refused
-	// without reading it all.
-	raw, err := io.ReadAll(io.LimitReader(f, limit+1))
+	st, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
 	}
-	if int64(len(raw)) > limit {
-		return nil, fmt.Errorf("checkpoint %s: larger than the %d bytes a checkpoint of model %s with %d workers can take (expected a checkpoint of this run)",
-			path, limit, want.model, want.workers)
+	if limit := want.maxFileSize(); st.Size() > limit {
+		return nil, fmt.Errorf("checkpoint %s: %d bytes, larger than the %d bytes a checkpoint of model %s with %d workers can take (expected a checkpoint of this run)",
+			path, st.Size(), limit, want.model, want.workers)
+	}
+	raw := make([]byte, st.Size())
+	if _, err := io.ReadFull(f, raw); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, &damagedError{fmt.Sprintf("checkpoint %s: corrupt or truncated (shrank while being read)", path)}
+		}
+		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
 	}
 	c, err := decodeCheckpoint(raw, want)
 	if err != nil {

@@ -295,25 +295,28 @@ func decodeMeta(b []byte) (*checkpoint, error) {
 		c.Epochs = make([]EpochResult, n)
 	}
 	for i := 0; i < n && d.err == nil; i++ {
-		f := fmt.Sprintf("Epochs[%d].", i)
+		// The prefix names the record in an error without building a name
+		// for every field of every record.
+		d.prefix = fmt.Sprintf("Epochs[%d].", i)
 		r := &c.Epochs[i]
-		r.Kind = d.str(f+"Kind", maxNameBytes)
-		r.Epoch = d.nonNegInt(f + "Epoch")
+		r.Kind = d.str("Kind", maxNameBytes)
+		r.Epoch = d.nonNegInt("Epoch")
 		if d.err == nil && r.Epoch != i+1 {
-			d.failf(f+"Epoch", "%d, expected %d (records are one per epoch, in order)", r.Epoch, i+1)
+			d.failf("Epoch", "%d, expected %d (records are one per epoch, in order)", r.Epoch, i+1)
 		}
-		r.Step = d.nonNegInt(f + "Step")
+		r.Step = d.nonNegInt("Step")
 		if d.err == nil && r.Step > c.GlobalStep {
-			d.failf(f+"Step", "%d, expected at most GlobalStep (%d)", r.Step, c.GlobalStep)
+			d.failf("Step", "%d, expected at most GlobalStep (%d)", r.Step, c.GlobalStep)
 		}
-		r.LR = d.f64(f + "LR")
-		r.TrainLoss = d.f64(f + "TrainLoss")
-		r.TestLoss = d.f64(f + "TestLoss")
-		r.TestAccuracy = d.optF64(f + "TestAccuracy")
-		r.ValBPC = d.optF64(f + "ValBPC")
-		r.Seconds = d.seconds(f + "Seconds")
-		r.SamplesPerSecond = d.f64(f + "SamplesPerSecond")
+		r.LR = d.f64("LR")
+		r.TrainLoss = d.f64("TrainLoss")
+		r.TestLoss = d.f64("TestLoss")
+		r.TestAccuracy = d.optF64("TestAccuracy")
+		r.ValBPC = d.optF64("ValBPC")
+		r.Seconds = d.seconds("Seconds")
+		r.SamplesPerSecond = d.f64("SamplesPerSecond")
 	}
+	d.prefix = ""
 	d.end("meta")
 	if d.err != nil {
 		return nil, d.err
@@ -543,14 +546,15 @@ func (e *encoder) floatMap(m map[string][]float32) {
 // the field; later reads return zero values, so decoding code reads straight
 // through and checks d.err where it would allocate or index.
 type decoder struct {
-	b   []byte
-	off int
-	err error
+	b      []byte
+	off    int
+	err    error
+	prefix string // put before field names in errors
 }
 
 func (d *decoder) failf(field, format string, args ...any) {
 	if d.err == nil {
-		d.err = fmt.Errorf("field %s: %s", field, fmt.Sprintf(format, args...))
+		d.err = fmt.Errorf("field %s%s: %s", d.prefix, field, fmt.Sprintf(format, args...))
 	}
 }
 
