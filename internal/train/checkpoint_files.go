@@ -130,11 +130,13 @@ func pruneCheckpoints(dir string, keep int) error {
 	var good, doomed []checkpointFile
 	best, bestLoss := -1, 0.0
 	for _, f := range files {
-		meta, bad, err := scanCheckpoint(f.path)
-		switch {
-		case err != nil:
+		meta, kind, err := scanCheckpoint(f.path)
+		switch kind {
+		case scanUnreadable:
 			return fmt.Errorf("prune checkpoints: %w (nothing deleted)", err)
-		case bad != nil:
+		case scanForeign:
+			continue
+		case scanBad:
 			doomed = append(doomed, f)
 			continue
 		}
@@ -164,37 +166,49 @@ func pruneCheckpoints(dir string, keep int) error {
 	return errors.Join(errs...)
 }
 
+// What scanCheckpoint found.
+type scanKind int
+
+const (
+	scanGood       scanKind = iota // verifies; meta decoded
+	scanBad                        // damaged, or its position fields do not load
+	scanForeign                    // another format version: not this version's to judge
+	scanUnreadable                 // could not be read
+)
+
 // scanCheckpoint verifies a checkpoint file's CRC without holding the tensors
-// in memory and decodes its meta section (position, records). bad is set, with
-// the reason, for a file that is damaged or whose position fields do not load;
-// err for a file that could not be read or is of another format version.
-func scanCheckpoint(path string) (meta *checkpoint, bad, err error) {
+// in memory and decodes its meta section (position, records). err says why a
+// file is not scanGood.
+func scanCheckpoint(path string) (meta *checkpoint, kind scanKind, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, nil, err
+		return nil, scanUnreadable, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, nil, err
+		return nil, scanUnreadable, err
 	}
-	badf := func(format string, args ...any) (*checkpoint, error, error) {
-		return nil, fmt.Errorf("checkpoint %s: %s", path, fmt.Sprintf(format, args...)), nil
+	bad := func(format string, args ...any) (*checkpoint, scanKind, error) {
+		return nil, scanBad, fmt.Errorf("checkpoint %s: %s", path, fmt.Sprintf(format, args...))
+	}
+	unreadable := func(err error) (*checkpoint, scanKind, error) {
+		return nil, scanUnreadable, fmt.Errorf("checkpoint %s: %w", path, err)
 	}
 	head := make([]byte, headerBytes)
 	n, err := io.ReadFull(f, head)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-		return nil, nil, err
+		return unreadable(err)
 	}
 	if err := checkHeader(head[:n]); err != nil {
 		if isDamaged(err) {
-			return badf("%v", err)
+			return bad("%v", err)
 		}
-		return nil, nil, fmt.Errorf("checkpoint %s: %w", path, err)
+		return nil, scanForeign, fmt.Errorf("checkpoint %s: %w", path, err)
 	}
 	size := st.Size()
 	if size < int64(headerBytes+4) {
-		return badf("corrupt or truncated (%d bytes, shorter than the %d-byte header and CRC)", size, headerBytes+4)
+		return bad("corrupt or truncated (%d bytes, shorter than the %d-byte header and CRC)", size, headerBytes+4)
 	}
 	crc := crc32.NewIEEE()
 	crc.Write(head)
@@ -204,30 +218,30 @@ func scanCheckpoint(path string) (meta *checkpoint, bad, err error) {
 	if metaLen <= rest && metaLen <= maxMetaBytes {
 		metaBytes = make([]byte, metaLen)
 		if _, err := io.ReadFull(f, metaBytes); err != nil {
-			return nil, nil, fmt.Errorf("checkpoint %s: %w", path, err)
+			return unreadable(err)
 		}
 		crc.Write(metaBytes)
 		rest -= metaLen
 	}
 	if _, err := io.CopyN(crc, f, rest); err != nil {
 		if errors.Is(err, io.EOF) {
-			return badf("corrupt or truncated (shrank while being read)")
+			return bad("corrupt or truncated (shrank while being read)")
 		}
-		return nil, nil, fmt.Errorf("checkpoint %s: %w", path, err)
+		return unreadable(err)
 	}
 	var sum [4]byte
 	if _, err := io.ReadFull(f, sum[:]); err != nil {
-		return badf("corrupt or truncated (%v)", err)
+		return bad("corrupt or truncated (%v)", err)
 	}
 	if got, want := crc.Sum32(), binary.LittleEndian.Uint32(sum[:]); got != want {
-		return badf("corrupt or truncated (CRC-32 %08x, expected %08x)", got, want)
+		return bad("corrupt or truncated (CRC-32 %08x, expected %08x)", got, want)
 	}
 	if metaBytes == nil {
-		return badf("field meta length: %d bytes, expected at most %d", metaLen, min(rest, maxMetaBytes))
+		return bad("field meta length: %d bytes, expected at most %d", metaLen, min(rest, maxMetaBytes))
 	}
 	c, err := decodeMeta(metaBytes)
 	if err != nil {
-		return badf("%v", err)
+		return bad("%v", err)
 	}
-	return c, nil, nil
+	return c, scanGood, nil
 }
