@@ -77,10 +77,8 @@ func latestCheckpoint(dir string, want layout) (c *checkpoint, path string, skip
 		return nil, "", nil, fmt.Errorf("resume: %w", err)
 	}
 	if len(files) == 0 {
-		legacy, _ := filepath.Glob(filepath.Join(dir, checkpointDir, "epoch-*.ckpt"))
-		if len(legacy) > 0 {
-			return nil, "", nil, fmt.Errorf("resume: %s was written by an older version of gradwire (checkpoint format %s, named epoch-NNNN.ckpt); this version reads format %s (step-NNNNNNNN.ckpt): start the run afresh in another directory or finish it with the version that wrote it",
-				legacy[len(legacy)-1], gobFormat, checkpointFormat)
+		if err := checkLegacy(dir); err != nil {
+			return nil, "", nil, err
 		}
 		return nil, "", nil, fmt.Errorf("resume: no checkpoint in %s (expected %s)", dir, filepath.Join(dir, checkpointDir, "step-NNNNNNNN.ckpt"))
 	}
@@ -95,6 +93,41 @@ func latestCheckpoint(dir string, want layout) (c *checkpoint, path string, skip
 		skipped = append(skipped, err)
 	}
 	return nil, "", skipped, fmt.Errorf("resume: no usable checkpoint in %s: %w", dir, errors.Join(skipped...))
+}
+
+// checkLegacy refuses a run directory whose checkpoints are named
+// epoch-NNNN.ckpt: gradwire versions before checkpoint format 2 wrote them.
+func checkLegacy(dir string) error {
+	legacy, _ := filepath.Glob(filepath.Join(dir, checkpointDir, "epoch-*.ckpt"))
+	if len(legacy) == 0 {
+		return nil
+	}
+	return fmt.Errorf("resume: %s was written by an older version of gradwire (checkpoint format %s, named epoch-NNNN.ckpt); this version reads format %s (step-NNNNNNNN.ckpt): start the run afresh in another directory or finish it with the version that wrote it",
+		legacy[len(legacy)-1], gobFormat, checkpointFormat)
+}
+
+// CheckpointEpochs reports whether a run directory holds a checkpoint a resume
+// can start from and how many epochs its newest one completed, without
+// building the model: it verifies each file's CRC and position fields, newest
+// first, passing over damaged files as a resume does.
+func CheckpointEpochs(dir string) (epochs int, ok bool, err error) {
+	files, err := listCheckpoints(dir)
+	if err != nil {
+		return 0, false, err
+	}
+	if len(files) == 0 {
+		return 0, false, checkLegacy(dir)
+	}
+	for _, f := range files {
+		meta, kind, err := scanCheckpoint(f.path)
+		switch kind {
+		case scanGood:
+			return meta.Epoch, true, nil
+		case scanUnreadable:
+			return 0, false, err
+		}
+	}
+	return 0, false, nil
 }
 
 // removeStaleTemps removes the temporary files that a process killed while

@@ -237,3 +237,26 @@ func TestPruneKeepsNewestValid(t *testing.T) {
 		t.Fatalf("kept %q, expected both damaged files left when none verifies", got)
 	}
 }
+
+func TestCheckpointEpochs(t *testing.T) {
+	dir := t.TempDir()
+	if epochs, ok, err := CheckpointEpochs(dir); epochs != 0 || ok || err != nil {
+		t.Fatalf("empty directory: %d, %v, %v", epochs, ok, err)
+	}
+	losses := []float64{3, 2, 1}
+	writeCkpt(t, dir, epochEnd(1, losses))
+	writeCkpt(t, dir, epochEnd(2, losses))
+	mid := epochEnd(2, losses)
+	mid.GlobalStep, mid.StepInEpoch = 24, 4
+	writeCkpt(t, dir, mid)
+	os.WriteFile(checkpointPath(dir, 30), []byte("GWCKPT02 cut"), 0o644)
+	if epochs, ok, err := CheckpointEpochs(dir); epochs != 2 || !ok || err != nil {
+		t.Fatalf("got %d, %v, %v; expected 2 epochs from the mid-epoch checkpoint at step 24", epochs, ok, err)
+	}
+	legacy := t.TempDir()
+	os.MkdirAll(filepath.Join(legacy, checkpointDir), 0o755)
+	os.WriteFile(filepath.Join(legacy, checkpointDir, "epoch-0002.ckpt"), nil, 0o644)
+	if _, ok, err := CheckpointEpochs(legacy); ok || err == nil || !strings.Contains(err.Error(), "older version") {
+		t.Fatalf("format 1 directory: %v, %v", ok, err)
+	}
+}
