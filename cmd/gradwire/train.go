@@ -32,7 +32,7 @@ example --set optim.lr=0.1 --set model.hidden=300,100.
 
 The run directory (--out, default runs/<config name>-<timestamp>) receives
 config.yaml (the resolved config), metrics.jsonl (logged steps and one record per
-epoch), checkpoints/epoch-NNNN.ckpt after every epoch, and summary.json at the end.
+epoch), checkpoints/step-NNNNNNNN.ckpt after every epoch, and summary.json at the end.
 --resume DIR continues the run in DIR from its last checkpoint with the config
 stored there, and ends with the same metrics as an uninterrupted run.
 

@@ -398,3 +398,49 @@ func TestWorkerStateRoundTrip(t *testing.T) {
 		t.Error("a cut worker state decodes")
 	}
 }
+
+// TestResumeRefusesBadCheckpoint edits a real run's checkpoint (with a valid
+// CRC) the ways that used to panic, create a 1 TiB sparse metrics.jsonl or
+// resume from epoch -3: the resume now fails naming the file and the field,
+// and leaves metrics.jsonl alone.
+func TestResumeRefusesBadCheckpoint(t *testing.T) {
+	cfg := smallConfig(t, "resnet20", "train.epochs=1", "train.max_steps=1", "train.eval_limit=16", "data.eval_batch_size=8", "data.batch_size=8")
+	dir := t.TempDir()
+	runCfg(t, cfg, dir, false)
+	path := latestPath(t, dir)
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics := filepath.Join(dir, "metrics.jsonl")
+	before, err := os.ReadFile(metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		edit func(c *checkpoint)
+		want string
+	}{
+		// resnet20: 21 BatchNorm layers (the stem, 2 in each of 9 blocks, 2
+		// projection shortcuts), each a running mean and variance.
+		{func(c *checkpoint) { c.BufferNames = c.BufferNames[:1] }, "field BufferNames: 1 entries, expected 42 (the model's number of model buffers)"},
+		{func(c *checkpoint) { c.MetricsOffset = 1 << 40 }, "field MetricsOffset: 1099511627776, expected at most 1073741824"},
+		{func(c *checkpoint) { c.Epoch = -3 }, "field Epoch: -3, expected a count >= 0"},
+	} {
+		c, err := decodeCheckpoint(good, cfgLayout(t, cfg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc.edit(c)
+		if err := os.WriteFile(path, encodeRaw(t, c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err = Run(t.Context(), cfg, Options{OutDir: dir, Resume: true})
+		if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("resume: error %v, expected it to name %s and say %q", err, path, tc.want)
+		}
+		if after, _ := os.ReadFile(metrics); !bytes.Equal(after, before) {
+			t.Errorf("a refused resume changed metrics.jsonl (%d bytes, was %d)", len(after), len(before))
+		}
+	}
+}
