@@ -281,7 +281,7 @@ func decodeMeta(b []byte) (*checkpoint, error) {
 		c.Config = make(map[string]string, n)
 	}
 	prev := ""
-	for i := range n {
+	for i := 0; i < n && d.err == nil; i++ {
 		k := d.str("Config key", maxNameBytes)
 		d.ascending("Config", i, prev, k)
 		prev = k
