@@ -37,7 +37,7 @@ example --set optim.lr=0.1 --set model.hidden=300,100.
 
 The run directory (--out, default runs/<config name>-<timestamp>) receives
 config.yaml (the resolved config), metrics.jsonl (logged steps and one record per
-epoch), checkpoints/step-NNNNNNNNN.ckpt (after every epoch, every
+epoch), checkpoints/step-NNNNNNNN.ckpt (after every epoch, every
 train.checkpoint_every steps or train.checkpoint_minutes, and when the run is
 interrupted; the newest train.keep_checkpoints and the best are kept) and
 summary.json at the end. One process owns a run directory at a time (a second

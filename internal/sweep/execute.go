@@ -68,14 +68,8 @@ func inspect(r Run, dir string) (state, error) {
 		st.done = true
 		return st, nil
 	}
-	ckpts, err := filepath.Glob(filepath.Join(dir, "checkpoints", "epoch-*.ckpt"))
-	if err != nil {
-		return st, err
-	}
-	if len(ckpts) > 0 {
-		slices.Sort(ckpts) // zero-padded epoch numbers sort numerically
-		st.resume = true
-		fmt.Sscanf(filepath.Base(ckpts[len(ckpts)-1]), "epoch-%d.ckpt", &st.epochs)
+	if st.epochs, st.resume, err = train.CheckpointEpochs(dir); err != nil {
+		return st, fmt.Errorf("run %s seed %d: %w", r.Variation, r.Seed, err)
 	}
 	return st, nil
 }

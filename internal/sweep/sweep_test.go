@@ -108,7 +108,7 @@ func TestSweepRunsSkipsResumesAndReports(t *testing.T) {
 	}
 	for _, v := range []string{"dense", "topk"} {
 		for _, seed := range []string{"seed-1", "seed-2"} {
-			for _, f := range []string{"summary.json", "config.yaml", "metrics.jsonl", "train.log", "checkpoints/epoch-0002.ckpt"} {
+			for _, f := range []string{"summary.json", "config.yaml", "metrics.jsonl", "train.log", "checkpoints/step-00000004.ckpt"} {
 				if _, err := os.Stat(filepath.Join(dir, "runs", v, seed, f)); err != nil {
 					t.Errorf("run output missing: %v", err)
 				}
@@ -156,7 +156,7 @@ func TestSweepRunsSkipsResumesAndReports(t *testing.T) {
 
 	// A run killed during its second epoch: checkpoint of epoch 1, no summary.
 	cut := filepath.Join(dir, "runs", "topk", "seed-2")
-	for _, f := range []string{"summary.json", "checkpoints/epoch-0002.ckpt"} {
+	for _, f := range []string{"summary.json", "checkpoints/step-00000004.ckpt"} {
 		if err := os.Remove(filepath.Join(cut, f)); err != nil {
 			t.Fatal(err)
 		}

@@ -1,146 +1,229 @@
 package train
 
 import (
-	"bytes"
-	"encoding/binary"
-	"encoding/gob"
+	"errors"
 	"fmt"
-	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
-	"sort"
 
 	"github.com/gradwire/gradwire/internal/atomicfile"
 	"github.com/gradwire/gradwire/models"
 	"github.com/gradwire/gradwire/optim"
 )
 
-// checkpointMagic starts every checkpoint file; the format is the magic, a gob
-// payload, and the CRC-32 (IEEE) of the payload, so truncation and corruption are
-// detected before anything is decoded.
-const checkpointMagic = "GWCKPT01"
-
 // checkpoint is everything a resumed run needs to continue exactly: parameters,
 // model buffers (BatchNorm running statistics), optimizer state and the position
 // in the run. The sampler and augmentation are pure functions of (seed, epoch), so
-// the epoch number is the whole sampler state.
+// the epoch number and the step in it are the whole sampler state. The file
+// format is in checkpoint_codec.go.
 type checkpoint struct {
-	Version       string
-	Model         string
-	Epoch         int // epochs completed
-	GlobalStep    int // optimizer steps taken
-	ParamNames    []string
-	Params        []float32
-	BufferNames   []string
-	Buffers       [][]float32
-	Optim         optim.State
-	MetricsOffset int64 // size of metrics.jsonl when the checkpoint was taken
-	Elapsed       float64
-	Samples       int64
-	Workers       []workerState // per logical worker of the run: compressor state and wire accounting
-	Epochs        []EpochResult
-
-	StepInEpoch    int               // steps of epoch Epoch+1 already taken (0 at an epoch end)
-	LossSum        float64           // sum of the training losses of those steps
-	EpochSeconds   float64           // training seconds spent in that partial epoch
-	ReplicaBuffers [][][]float32     // mid-epoch only: every logical worker's replica buffers; nil at epoch ends
-	Config         map[string]string // the resolved config (configs.Flat) the run was made with
-	DataDigest     string            // data.Source digest of the files read
+	Version      string // gradwire version that wrote it
+	Model        string
+	Epoch        int     // epochs completed
+	GlobalStep   int     // optimizer steps taken
+	StepInEpoch  int     // steps of epoch Epoch+1 already taken (0 at an epoch end)
+	LossSum      float64 // sum of the training losses of those steps
+	EpochSeconds float64 // training seconds spent in that partial epoch
+	ParamNames   []string
+	Params       []float32
+	BufferNames  []string
+	Buffers      [][]float32
+	// ReplicaBuffers, mid-epoch only, holds every replica's model buffers in
+	// BufferNames order: replicas' BatchNorm statistics differ until the
+	// epoch-end average. Nil at epoch ends.
+	ReplicaBuffers [][][]float32
+	Optim          optim.State
+	MetricsOffset  int64 // size of metrics.jsonl when the checkpoint was taken
+	Elapsed        float64
+	Samples        int64
+	Workers        []workerState // per logical worker of the run: compressor state and wire accounting
+	Epochs         []EpochResult // one per completed epoch; the last holds the test loss at Epoch
+	Config         map[string]string
+	DataDigest     string // digest of the training and test files
 }
 
-func checkpointPath(dir string, epoch int) string {
-	return filepath.Join(dir, "checkpoints", fmt.Sprintf("epoch-%04d.ckpt", epoch))
+// layout is what a checkpoint must hold to fit a run: the model's name, its
+// parameter tensors and buffers in order, and the number of logical workers.
+// Decoding checks every name, count and length against it.
+type layout struct {
+	model     string
+	params    []tensorSize
+	buffers   []tensorSize
+	workers   int
+	numParams int
+	paramSize map[string]int
 }
 
-// saveCheckpoint writes the checkpoint atomically.
+type tensorSize struct {
+	name string
+	size int
+}
+
+// layoutOf is the layout of a run of net with the given number of logical workers.
+func layoutOf(net *models.Net, workers int) layout {
+	var params, buffers []tensorSize
+	for _, p := range net.Params() {
+		params = append(params, tensorSize{p.Name, len(p.Value)})
+	}
+	for _, b := range net.Buffers() {
+		buffers = append(buffers, tensorSize{b.Name, len(b.Value)})
+	}
+	return newLayout(net.Name(), params, buffers, workers)
+}
+
+func newLayout(model string, params, buffers []tensorSize, workers int) layout {
+	l := layout{model: model, params: params, buffers: buffers, workers: workers, paramSize: make(map[string]int, len(params))}
+	for _, p := range params {
+		l.numParams += p.size
+		l.paramSize[p.name] = p.size
+	}
+	return l
+}
+
+// maxFileSize bounds the size of a valid checkpoint of this layout (every
+// count at its limit), so that loading never reads more than that.
+func (l layout) maxFileSize() int64 {
+	entry := int64(8 + maxNameBytes) // a length-prefixed name and a count or value
+	p, np, nb, w := int64(l.numParams), int64(len(l.params)), int64(len(l.buffers)), int64(l.workers)
+	var b int64
+	for _, t := range l.buffers {
+		b += int64(t.size)
+	}
+	size := int64(64 + maxMetaBytes)
+	size += (np+nb)*entry + 4*(p+b)                                                 // names, parameters, buffers
+	size += w * (4 + 4*nb + 4*b)                                                    // replica buffers
+	size += maxOptimSlots * (np*entry + 4*p)                                        // optimizer state
+	size += w * (compressorStateFactor*((np+1)*entry+4*p) + 128 + 2*maxKinds*entry) // worker state
+	return size
+}
+
+// damagedError is the error of a file whose bytes are not what was written
+// (CRC mismatch, cut short, not a checkpoint at all): a resume may fall back to
+// an older checkpoint. Every other load error is a real mismatch and stops it.
+type damagedError struct{ msg string }
+
+func (e *damagedError) Error() string { return e.msg }
+
+func isDamaged(err error) bool {
+	var d *damagedError
+	return errors.As(err, &d)
+}
+
+// saveCheckpoint writes the checkpoint atomically, creating its directory. It
+// refuses a checkpoint whose position fields could not be loaded back.
 func saveCheckpoint(path string, c *checkpoint) error {
-	var payload bytes.Buffer
-	if err := gob.NewEncoder(&payload).Encode(c); err != nil {
-		return fmt.Errorf("checkpoint %s: encode: %w", path, err)
-	}
-	var buf bytes.Buffer
-	buf.WriteString(checkpointMagic)
-	buf.Write(payload.Bytes())
-	var sum [4]byte
-	binary.LittleEndian.PutUint32(sum[:], crc32.ChecksumIEEE(payload.Bytes()))
-	buf.Write(sum[:])
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	return atomicfile.Write(path, buf.Bytes())
+	return saveCheckpointVia(path, c, nil)
 }
 
-// loadCheckpoint reads and verifies a checkpoint file.
-func loadCheckpoint(path string) (*checkpoint, error) {
-	raw, err := os.ReadFile(path)
+// saveCheckpointVia is saveCheckpoint with the file's writer wrapped (tests
+// inject write failures); wrap may be nil.
+func saveCheckpointVia(path string, c *checkpoint, wrap func(io.Writer) io.Writer) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("checkpoint %s: %w", path, err)
+	}
+	return atomicfile.WriteFunc(path, func(w io.Writer) error {
+		if wrap != nil {
+			w = wrap(w)
+		}
+		if err := encodeCheckpoint(w, c); err != nil {
+			return fmt.Errorf("checkpoint: %w", err)
+		}
+		return nil
+	})
+}
+
+// loadCheckpoint reads, verifies and decodes a checkpoint file that must fit
+// want. The error names the file and, for a bad value, the field.
+func loadCheckpoint(path string, want layout) (*checkpoint, error) {
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
-	if len(raw) < len(checkpointMagic)+4 || string(raw[:len(checkpointMagic)]) != checkpointMagic {
-		return nil, fmt.Errorf("checkpoint %s: not a gradwire checkpoint (expected it to start with %q)", path, checkpointMagic)
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
 	}
-	payload := raw[len(checkpointMagic) : len(raw)-4]
-	want := binary.LittleEndian.Uint32(raw[len(raw)-4:])
-	if got := crc32.ChecksumIEEE(payload); got != want {
-		return nil, fmt.Errorf("checkpoint %s: corrupt or truncated (CRC-32 %08x, expected %08x)", path, got, want)
+	if limit := want.maxFileSize(); st.Size() > limit {
+		return nil, fmt.Errorf("checkpoint %s: %d bytes, larger than the %d bytes a checkpoint of model %s with %d workers can take (expected a checkpoint of this run)",
+			path, st.Size(), limit, want.model, want.workers)
 	}
-	var c checkpoint
-	if err := gob.NewDecoder(bytes.NewReader(payload)).Decode(&c); err != nil {
-		return nil, fmt.Errorf("checkpoint %s: decode: %w", path, err)
+	raw := make([]byte, st.Size())
+	if _, err := io.ReadFull(f, raw); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, &damagedError{fmt.Sprintf("checkpoint %s: corrupt or truncated (shrank while being read)", path)}
+		}
+		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
 	}
-	return &c, nil
+	c, err := decodeCheckpoint(raw, want)
+	if err != nil {
+		if isDamaged(err) {
+			return nil, &damagedError{fmt.Sprintf("checkpoint %s: %v", path, err)}
+		}
+		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
+	}
+	return c, nil
 }
 
-// latestCheckpoint finds the checkpoint of the highest epoch in a run directory.
-func latestCheckpoint(dir string) (string, error) {
-	matches, err := filepath.Glob(filepath.Join(dir, "checkpoints", "epoch-*.ckpt"))
-	if err != nil {
-		return "", err
+// checkPosition checks the checkpoint's position in the run against the run's
+// steps per epoch (which the decoder cannot know): the step in the epoch is
+// below it and the global step counts the completed epochs plus that step.
+func (c *checkpoint) checkPosition(path string, stepsPerEpoch int) error {
+	if c.StepInEpoch >= stepsPerEpoch {
+		return fmt.Errorf("checkpoint %s: field StepInEpoch: %d, expected below the run's %d steps per epoch", path, c.StepInEpoch, stepsPerEpoch)
 	}
-	if len(matches) == 0 {
-		return "", fmt.Errorf("resume: no checkpoint in %s (expected %s)", dir, filepath.Join(dir, "checkpoints", "epoch-NNNN.ckpt"))
+	if want := c.Epoch*stepsPerEpoch + c.StepInEpoch; c.GlobalStep != want {
+		return fmt.Errorf("checkpoint %s: field GlobalStep: %d, expected %d (%d epochs of %d steps plus %d)",
+			path, c.GlobalStep, want, c.Epoch, stepsPerEpoch, c.StepInEpoch)
 	}
-	sort.Strings(matches) // zero-padded epoch numbers sort numerically
-	return matches[len(matches)-1], nil
+	return nil
 }
 
 // restore copies a checkpoint into the model and optimizer after checking that
-// it belongs to this model.
+// it belongs to this model (loadCheckpoint checked it already; restore does not
+// rely on that).
 func (c *checkpoint) restore(path string, net *models.Net, opt optim.Optimizer) error {
-	if c.Model != net.Name() {
-		return fmt.Errorf("checkpoint %s: model %q, but the config builds %q", path, c.Model, net.Name())
-	}
-	params := net.Params()
-	if len(c.ParamNames) != len(params) || len(c.Params) != len(net.Flat()) {
-		return fmt.Errorf("checkpoint %s: %d tensors with %d values, the model has %d tensors with %d values",
-			path, len(c.ParamNames), len(c.Params), len(params), len(net.Flat()))
-	}
-	for i, p := range params {
-		if c.ParamNames[i] != p.Name {
-			return fmt.Errorf("checkpoint %s: tensor %d is %q, the model has %q", path, i, c.ParamNames[i], p.Name)
-		}
-	}
-	bufs := net.Buffers()
-	if len(c.Buffers) != len(bufs) {
-		return fmt.Errorf("checkpoint %s: %d model buffers, the model has %d", path, len(c.Buffers), len(bufs))
-	}
-	for i, b := range bufs {
-		if c.BufferNames[i] != b.Name || len(c.Buffers[i]) != len(b.Value) {
-			return fmt.Errorf("checkpoint %s: buffer %q (%d values) does not match %q (%d values)",
-				path, c.BufferNames[i], len(c.Buffers[i]), b.Name, len(b.Value))
-		}
+	if err := layoutOf(net, len(c.Workers)).check(c); err != nil {
+		return fmt.Errorf("checkpoint %s: %w", path, err)
 	}
 	if err := opt.SetState(c.Optim); err != nil {
 		return fmt.Errorf("checkpoint %s: optimizer state: %w", path, err)
 	}
 	copy(net.Flat(), c.Params)
-	for i, b := range bufs {
+	for i, b := range net.Buffers() {
 		copy(b.Value, c.Buffers[i])
 	}
 	return nil
 }
 
-// newCheckpoint captures the current state.
+// check compares a checkpoint's tensors and buffers with the layout.
+func (l layout) check(c *checkpoint) error {
+	if c.Model != l.model {
+		return fmt.Errorf("model %q, but the config builds %q", c.Model, l.model)
+	}
+	if len(c.ParamNames) != len(l.params) || len(c.Params) != l.numParams {
+		return fmt.Errorf("%d tensors with %d values, the model has %d tensors with %d values",
+			len(c.ParamNames), len(c.Params), len(l.params), l.numParams)
+	}
+	for i, p := range l.params {
+		if c.ParamNames[i] != p.name {
+			return fmt.Errorf("tensor %d is %q, the model has %q", i, c.ParamNames[i], p.name)
+		}
+	}
+	if len(c.BufferNames) != len(l.buffers) || len(c.Buffers) != len(l.buffers) {
+		return fmt.Errorf("%d buffer names and %d model buffers, the model has %d", len(c.BufferNames), len(c.Buffers), len(l.buffers))
+	}
+	for i, b := range l.buffers {
+		if c.BufferNames[i] != b.name || len(c.Buffers[i]) != b.size {
+			return fmt.Errorf("buffer %q (%d values) does not match %q (%d values)", c.BufferNames[i], len(c.Buffers[i]), b.name, b.size)
+		}
+	}
+	return nil
+}
+
+// newCheckpoint captures the current state of the model and optimizer; the
+// caller fills in the position, records and worker state.
 func newCheckpoint(version string, net *models.Net, opt optim.Optimizer) *checkpoint {
 	c := &checkpoint{Version: version, Model: net.Name(), Params: append([]float32(nil), net.Flat()...), Optim: opt.State()}
 	for _, p := range net.Params() {

@@ -97,8 +97,14 @@ func TestInterruptedMidEpochResumesExactly(t *testing.T) {
 			if a, b := metricLines(t, full), metricLines(t, cut); !reflect.DeepEqual(a, b) {
 				t.Fatalf("metrics.jsonl differs after resume:\n%v\n%v", a, b)
 			}
-			a := lastCheckpoint(t, full, cfg.Dist.Workers)
-			b := lastCheckpoint(t, cut, cfg.Dist.Workers)
+			a, err := loadCheckpoint(latestPath(t, full), cfgLayout(t, cfg))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := loadCheckpoint(latestPath(t, cut), cfgLayout(t, cfg))
+			if err != nil {
+				t.Fatal(err)
+			}
 			if !reflect.DeepEqual(a.Params, b.Params) || !reflect.DeepEqual(a.Buffers, b.Buffers) || !reflect.DeepEqual(a.Optim, b.Optim) ||
 				!reflect.DeepEqual(a.Workers, b.Workers) {
 				t.Fatal("resumed run ends with different parameters, buffers, optimizer or compressor state")

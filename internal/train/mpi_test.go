@@ -106,11 +106,11 @@ func TestMPIFloat64EqualsLocal(t *testing.T) {
 	if err != nil {
 		t.Fatalf("mpirun -np 2: %v\n%s", err, log)
 	}
-	want, err := loadCheckpoint(checkpointPath(localDir, cfg.Train.Epochs))
+	want, err := loadCheckpoint(latestPath(t, localDir), cfgLayout(t, cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := loadCheckpoint(checkpointPath(out, cfg.Train.Epochs))
+	got, err := loadCheckpoint(latestPath(t, out), cfgLayout(t, cfg))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,8 @@
 package train
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/gob"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -176,25 +174,23 @@ type workerState struct {
 }
 
 // gatherWorkers collects every logical worker's exchange state on every
-// process (a collective: all processes call it together).
+// process (a collective: all processes call it together). Other processes'
+// bytes are decoded within the bounds of this run's layout.
 func (j *job) gatherWorkers() ([]workerState, error) {
 	all, err := j.engine.GatherAll(func(w int) []byte {
 		st := workerState{Traffic: j.exchanges[w].Traffic()}
 		if c := j.exchanges[w].Compressor(); c != nil {
 			st.Compressor = c.State()
 		}
-		var buf bytes.Buffer
-		if err := gob.NewEncoder(&buf).Encode(st); err != nil {
-			panic(err) // maps of slices and integers always encode
-		}
-		return buf.Bytes()
+		return encodeWorkerState(st)
 	})
 	if err != nil {
 		return nil, err
 	}
+	want := layoutOf(j.net, j.cfg.Dist.Workers)
 	out := make([]workerState, len(all))
 	for i, b := range all {
-		if err := gob.NewDecoder(bytes.NewReader(b)).Decode(&out[i]); err != nil {
+		if out[i], err = decodeWorkerState(b, want); err != nil {
 			return nil, fmt.Errorf("worker %d state: %w", i, err)
 		}
 	}

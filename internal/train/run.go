@@ -159,11 +159,17 @@ func Run(ctx context.Context, cfg configs.Config, opts Options) (sum *Summary, e
 // optimizer and workers, after checking that the config and data are the ones
 // it was made with.
 func (j *job) resume() (*checkpoint, error) {
-	path, state, err := loadLatestCheckpoint(j.opts.OutDir, layoutOf(j.net, j.cfg.Dist.Workers), j.log)
+	state, path, skipped, err := latestCheckpoint(j.opts.OutDir, layoutOf(j.net, j.cfg.Dist.Workers))
 	if err != nil {
 		return nil, err
 	}
+	for _, e := range skipped {
+		j.log.Warn("skipping damaged checkpoint", "error", e)
+	}
 	if err := j.checkResumable(path, state); err != nil {
+		return nil, err
+	}
+	if err := state.checkPosition(path, j.stepsPerEpoch); err != nil {
 		return nil, err
 	}
 	if err := state.restore(path, j.net, j.opt); err != nil {
@@ -207,9 +213,6 @@ func (j *job) checkResumable(path string, st *checkpoint) error {
 	if len(changed) > 0 {
 		return fmt.Errorf("resume %s: the run changed since checkpoint %s:\n  %s\nrestore them, or accept the change with --allow-change KEY (\"data\" for the data files)",
 			j.opts.OutDir, filepath.Base(path), strings.Join(changed, "\n  "))
-	}
-	if st.Epoch >= j.cfg.Train.Epochs && st.StepInEpoch > 0 || st.StepInEpoch >= j.stepsPerEpoch {
-		return fmt.Errorf("checkpoint %s: epoch %d step %d is past the run's %d epochs of %d steps", path, st.Epoch+1, st.StepInEpoch, j.cfg.Train.Epochs, j.stepsPerEpoch)
 	}
 	return nil
 }

@@ -88,7 +88,7 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 			full, cut := t.TempDir(), t.TempDir()
 			want := runCfg(t, cfg, full, false)
 			runCfg(t, cfg, cut, false)
-			for _, f := range []string{checkpointPath(cut, 3), filepath.Join(cut, "summary.json")} {
+			for _, f := range []string{latestPath(t, cut), filepath.Join(cut, "summary.json")} {
 				if err := os.Remove(f); err != nil {
 					t.Fatal(err)
 				}
@@ -97,11 +97,11 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 			if !reflect.DeepEqual(comparable(want), comparable(got)) {
 				t.Fatalf("resumed run differs:\n%+v\n%+v", comparable(want), comparable(got))
 			}
-			a, err := loadCheckpoint(checkpointPath(full, 3))
+			a, err := loadCheckpoint(latestPath(t, full), cfgLayout(t, cfg))
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := loadCheckpoint(checkpointPath(cut, 3))
+			b, err := loadCheckpoint(latestPath(t, cut), cfgLayout(t, cfg))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -123,7 +123,7 @@ func TestCorruptCheckpoint(t *testing.T) {
 	cfg := smallConfig(t, "mlp", "model.hidden=8", "train.epochs=1")
 	dir := t.TempDir()
 	runCfg(t, cfg, dir, false)
-	path := checkpointPath(dir, 1)
+	path := latestPath(t, dir)
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -206,11 +206,11 @@ func equivalenceAcc(t *testing.T, base configs.Config, model string) (rd, acc1, 
 	d1, d4 := t.TempDir(), t.TempDir()
 	s1 := runCfg(t, one, d1, false)
 	s4 := runCfg(t, four, d4, false)
-	c1, err := loadCheckpoint(checkpointPath(d1, base.Train.Epochs))
+	c1, err := loadCheckpoint(latestPath(t, d1), cfgLayout(t, one))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c4, err := loadCheckpoint(checkpointPath(d4, base.Train.Epochs))
+	c4, err := loadCheckpoint(latestPath(t, d4), cfgLayout(t, four))
 	if err != nil {
 		t.Fatal(err)
 	}
