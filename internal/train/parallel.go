@@ -214,8 +214,9 @@ func (j *job) restoreWorkers(path string, states []workerState) error {
 	return nil
 }
 
-// close releases the collective members and the MPI world.
+// close releases the run directory, the collective members and the MPI world.
 func (j *job) close() {
+	j.dir.release()
 	for _, m := range j.members {
 		m.Close()
 	}

@@ -147,8 +147,8 @@ func TestCorruptCheckpoint(t *testing.T) {
 func TestResumeWithoutCheckpoint(t *testing.T) {
 	cfg := smallConfig(t, "mlp", "model.hidden=8")
 	_, err := Run(context.Background(), cfg, Options{OutDir: t.TempDir(), Resume: true})
-	if err == nil || !strings.Contains(err.Error(), "no checkpoint") {
-		t.Fatalf("error %v, expected 'no checkpoint'", err)
+	if err == nil || !strings.Contains(err.Error(), "holds no run") {
+		t.Fatalf("error %v, expected 'holds no run'", err)
 	}
 }
 
