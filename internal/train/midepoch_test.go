@@ -2,15 +2,22 @@ package train
 
 import (
 	"bufio"
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/gradwire/gradwire/configs"
 )
 
 // stopAfter is a context that ends after its Err has been asked n times: the
@@ -127,5 +134,140 @@ func TestCheckpointEveryKeepsTheNewest(t *testing.T) {
 	// 26, 31, 32; the newest two are 31 and 32, plus the better epoch end (16 or 32).
 	if len(names) < 2 || len(names) > 3 || !strings.HasSuffix(names[len(names)-1], filepath.Base(checkpointPath(dir, 32))) {
 		t.Fatalf("checkpoints kept: %v", names)
+	}
+}
+
+// TestResumeRefusesChangedRun edits config.yaml-level keys and the data between
+// a run and its resume: each change that alters the maths is refused naming the
+// key, unless allowed; keys that do not (logging) pass.
+func TestResumeRefusesChangedRun(t *testing.T) {
+	base := smallConfig(t, "mlp", "model.hidden=8", "train.epochs=2")
+	dir := t.TempDir()
+	if _, err := Run(newStopAfter(10), base, Options{OutDir: dir}); err == nil {
+		t.Fatal("the stopped run did not stop")
+	}
+	edits := map[string]func(c *configs.Config){
+		"data.batch_size": func(c *configs.Config) { c.Data.BatchSize = 8 },
+		"seed":            func(c *configs.Config) { c.Seed = 7 },
+		"optim.lr":        func(c *configs.Config) { c.Optim.LR = 0.5 },
+		"schedule.name":   func(c *configs.Config) { c.Schedule.Name = "constant" },
+		"train.max_steps": func(c *configs.Config) { c.Train.MaxSteps = 3 },
+	}
+	for key, edit := range edits {
+		cfg := base
+		edit(&cfg)
+		_, err := Run(context.Background(), cfg, Options{OutDir: dir, Resume: true})
+		if err == nil || !strings.Contains(err.Error(), key+" (checkpoint ") || !strings.Contains(err.Error(), "--allow-change") {
+			t.Errorf("resume with %s changed: %v, want a refusal naming it", key, err)
+		}
+	}
+	// Replaced training data (another file of the same shape) is refused too.
+	labels := filepath.Join(base.Data.Dir, "fashion-mnist", "train-labels-idx1-ubyte.gz")
+	raw, err := os.ReadFile(labels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain[len(plain)-1] = (plain[len(plain)-1] + 1) % 10 // one label changes
+	if err := os.WriteFile(strings.TrimSuffix(labels, ".gz"), plain, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(labels); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Run(context.Background(), base, Options{OutDir: dir, Resume: true})
+	if err == nil || !strings.Contains(err.Error(), "data (the files in") {
+		t.Fatalf("resume on replaced data: %v, want a refusal naming the data", err)
+	}
+	if err := os.WriteFile(labels, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(strings.TrimSuffix(labels, ".gz")); err != nil {
+		t.Fatal(err)
+	}
+	// An allowed change and an outcome-free one go through.
+	cfg := base
+	cfg.Optim.LR, cfg.Train.LogEvery = 0.04, 3
+	if _, err := Run(context.Background(), cfg, Options{OutDir: dir, Resume: true, AllowChange: []string{"optim.lr"}}); err != nil {
+		t.Fatalf("resume with an allowed lr change: %v", err)
+	}
+}
+
+// TestFreshRunIntoAFinishedRun: --out into a finished run is refused; with
+// Overwrite the old run's checkpoints are gone and a resume continues the new
+// run, whose metrics start clean.
+func TestFreshRunIntoAFinishedRun(t *testing.T) {
+	long := smallConfig(t, "mlp", "model.hidden=8", "train.epochs=3")
+	dir := t.TempDir()
+	runCfg(t, long, dir, false)
+	short := long
+	short.Train.Epochs, short.Seed = 1, 5
+	if _, err := Run(context.Background(), short, Options{OutDir: dir}); err == nil || !strings.Contains(err.Error(), "already holds a run") {
+		t.Fatalf("fresh run into a finished run: %v", err)
+	}
+	if _, err := Run(newStopAfter(6), short, Options{OutDir: dir, Overwrite: true}); err == nil {
+		t.Fatal("the stopped run did not stop")
+	}
+	got := runCfg(t, short, dir, true)
+	want := runCfg(t, short, t.TempDir(), false)
+	if !reflect.DeepEqual(comparable(want), comparable(got)) {
+		t.Fatalf("overwritten then resumed run differs from a clean one:\n%+v\n%+v", comparable(want), comparable(got))
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "metrics.jsonl"))
+	if err != nil || bytes.IndexByte(raw, 0) >= 0 || !bytes.HasPrefix(raw, []byte(`{"kind":`)) {
+		t.Fatalf("metrics.jsonl after overwrite and resume: %q... (%v)", raw[:min(len(raw), 40)], err)
+	}
+}
+
+// TestDivergenceStopsTheRun: an exploding training loss names epoch, step,
+// worker and value; no checkpoint is written past the last good one.
+func TestDivergenceStopsTheRun(t *testing.T) {
+	cfg := smallConfig(t, "mlp", "model.hidden=32", "optim.lr=10000", "dist.workers=2", "data.batch_size=8", "train.checkpoint_every=1")
+	dir := t.TempDir()
+	_, err := Run(context.Background(), cfg, Options{OutDir: dir})
+	if err == nil || !strings.Contains(err.Error(), "diverged") || !strings.Contains(err.Error(), "epoch 1 step") ||
+		!strings.Contains(err.Error(), "worker") {
+		t.Fatalf("lr 1e4: %v, want a divergence error naming epoch, step and worker", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "summary.json")); err == nil {
+		t.Error("a diverged run wrote summary.json")
+	}
+	c, lerr := loadCheckpoint(latestPath(t, dir), cfgLayout(t, cfg))
+	if lerr != nil {
+		t.Fatal(lerr)
+	}
+	for _, v := range c.Params {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			t.Fatalf("the resume point (step %d) holds non-finite parameters", c.GlobalStep)
+		}
+	}
+	if !strings.Contains(err.Error(), fmt.Sprintf("step %d", c.GlobalStep)) {
+		t.Errorf("error %v does not name the resume point, step %d", err, c.GlobalStep)
+	}
+}
+
+// TestStaleTempsRemovedAtStart: a temporary file a killed write left is removed
+// when the run starts.
+func TestStaleTempsRemovedAtStart(t *testing.T) {
+	cfg := smallConfig(t, "mlp", "model.hidden=8", "train.epochs=1")
+	dir := t.TempDir()
+	runCfg(t, cfg, dir, false)
+	stale := filepath.Join(dir, "checkpoints", ".step-00000099.ckpt.tmp12345")
+	if err := os.WriteFile(stale, []byte("half"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Train.Epochs = 2
+	if _, err := Run(context.Background(), cfg, Options{OutDir: dir, Resume: true, AllowChange: []string{"train.epochs"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); err == nil {
+		t.Fatal("the stale temporary file is still there")
 	}
 }
