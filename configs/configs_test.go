@@ -223,42 +223,42 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name: "unknown key",
 			file: "optim:\n  learning_rate: 0.1\n",
-			want: []string{`FILE: unknown key "optim.learning_rate"; did you mean "optim.lr"?`, "valid optim keys: adapt_norm_bias, beta1, beta2,"},
+			want: []string{`FILE:2: unknown key "optim.learning_rate"; did you mean "optim.lr"?`, "valid optim keys: adapt_norm_bias, beta1, beta2,"},
 		},
 		{
 			name: "nested unknown key",
 			file: "model:\n  name: resnet20\n  resnet:\n    depth: 20\n",
-			want: []string{`FILE: unknown key "model.resnet.depth"`, "valid model keys: bn_epsilon"},
+			want: []string{`FILE:4: unknown key "model.resnet.depth"`, "valid model keys: bn_epsilon"},
 		},
 		{
 			name: "unknown section",
 			file: "optimizer:\n  lr: 0.1\n",
-			want: []string{`FILE: unknown key "optimizer.lr"`, "valid keys: compress, data,"},
+			want: []string{`FILE:2: unknown key "optimizer.lr"`, "valid keys: compress, data,"},
 		},
 		{
 			name: "key in the wrong section",
 			file: "train:\n  batch_size: 32\n",
-			want: []string{`FILE: unknown key "train.batch_size"; did you mean "data.batch_size"?`},
+			want: []string{`FILE:2: unknown key "train.batch_size"; did you mean "data.batch_size"?`},
 		},
 		{
 			name: "wrong type",
 			file: "train:\n  epochs: five\n",
-			want: []string{`FILE: train.epochs: "five": expected an integer`},
+			want: []string{`FILE:2: train.epochs: "five": expected an integer`},
 		},
 		{
 			name: "float for an integer",
 			file: "data:\n  batch_size: 2.5\n",
-			want: []string{`FILE: data.batch_size: 2.5: expected an integer`},
+			want: []string{`FILE:2: data.batch_size: 2.5: expected an integer`},
 		},
 		{
 			name: "wrong list element",
 			file: "model:\n  hidden: [512, big]\n",
-			want: []string{`FILE: model.hidden: [512, "big"]: expected a list of integers`},
+			want: []string{`FILE:2: model.hidden: [512, "big"]: expected a list of integers`},
 		},
 		{
 			name: "scalar section",
 			file: "optim: 5\n",
-			want: []string{`FILE: optim: 5: expected a mapping of optim keys`},
+			want: []string{`FILE:1: optim: 5: expected a mapping of optim keys`},
 		},
 		{
 			name: "yaml syntax",
@@ -268,12 +268,12 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name: "negative learning rate",
 			file: "optim:\n  lr: -0.1\n",
-			want: []string{"FILE: optim.lr: -0.1: must be a positive number"},
+			want: []string{"FILE:2: optim.lr: -0.1: must be a positive number"},
 		},
 		{
 			name: "unknown model",
 			file: "model:\n  name: resnet99\n",
-			want: []string{`FILE: model.name: "resnet99": must be one of `, "lenet5"},
+			want: []string{`FILE:2: model.name: "resnet99": must be one of `, "lenet5"},
 		},
 		{
 			name: "unknown ops",
@@ -284,7 +284,7 @@ func TestLoadErrors(t *testing.T) {
 			name: "all problems at once",
 			file: "optim:\n  lr: 0\ntrain:\n  epochs: 0\n",
 			sets: []string{"data.batch_size=0"},
-			want: []string{"FILE: optim.lr: 0: must be", "FILE: train.epochs: 0: must be at least 1", "--set: data.batch_size: 0: must be at least 1"},
+			want: []string{"FILE:2: optim.lr: 0: must be", "FILE:4: train.epochs: 0: must be at least 1", "--set: data.batch_size: 0: must be at least 1"},
 		},
 		{
 			name: "set without =",
@@ -346,6 +346,94 @@ func TestLoadErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLoadErrorLines: every error about a key of the file names the line the key
+// is written on, whatever the kind of error and however deep the key. Type errors
+// and unknown keys are one stage, broken rules the next, so each has its file.
+func TestLoadErrorLines(t *testing.T) {
+	typeErrors := `# a run config with a mistake in each section
+name: lines
+data:
+  name: fashion-mnist
+  batch_size: 2.5
+
+model:
+  name: mlp
+  resnet:
+    depth: 20
+train:
+  epochs: 3
+  # comments and blank lines count as lines
+
+  max_steps: many
+dist: 4
+`
+	ruleErrors := `name: lines
+model:
+  name: mlp
+  hidden:
+    - 512
+    - 0
+optim:
+  name: sgd
+
+  lr: -1
+`
+	for _, tc := range []struct {
+		file string
+		want []string
+	}{
+		{typeErrors, []string{
+			`:5: data.batch_size: 2.5: expected an integer`,
+			`:10: unknown key "model.resnet.depth"`,
+			`:15: train.max_steps: "many": expected an integer`,
+			`:16: dist: 4: expected a mapping of dist keys`,
+		}},
+		{ruleErrors, []string{
+			`:4: model.hidden: [512, 0]: must be a non-empty list of sizes >= 1`,
+			`:10: optim.lr: -1: must be a positive number`,
+		}},
+	} {
+		path := writeFile(t, tc.file)
+		_, err := configs.Load(path, nil)
+		if err == nil {
+			t.Fatal("Load succeeded, want an error")
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), path+w) {
+				t.Errorf("error:\n%v\nwant it to contain %q", err, path+w)
+			}
+		}
+	}
+}
+
+// TestLoadErrorLinesMerge: a key brought in by a YAML merge is reported at the
+// anchor's line, and one the mapping writes itself at its own line.
+func TestLoadErrorLinesMerge(t *testing.T) {
+	path := writeFile(t, `optim: &o
+  clip_norm: -1
+schedule: &s
+  warmup_epochs: -2
+compress:
+  dgc:
+    <<: [*o, *s]
+    warmup_epochs: -3
+`)
+	_, err := configs.Load(path, nil)
+	if err == nil {
+		t.Fatal("Load succeeded, want an error")
+	}
+	for _, w := range []string{
+		`:2: optim.clip_norm: -1:`,
+		`:4: schedule.warmup_epochs: -2:`,
+		`:2: compress.dgc.clip_norm: -1:`,
+		`:8: compress.dgc.warmup_epochs: -3:`,
+	} {
+		if !strings.Contains(err.Error(), path+w) {
+			t.Errorf("error:\n%v\nwant it to contain %q", err, path+w)
+		}
 	}
 }
 
