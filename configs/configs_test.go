@@ -529,6 +529,45 @@ func TestValidateAll(t *testing.T) {
 	}
 }
 
+// TestValidateUpperBounds: sizes that would exhaust memory or take minutes to
+// build are refused with the key, the value and the bound; sizes at the bound
+// pass.
+func TestValidateUpperBounds(t *testing.T) {
+	long := strings.TrimSuffix(strings.Repeat("8,", 20000), ",")
+	for _, tc := range []struct {
+		sets []string
+		want string
+	}{
+		{[]string{"dist.workers=1000000"}, "--set: dist.workers: 1000000: must be at most 4096"},
+		{[]string{"dist.workers=9223372036854775807"}, "--set: dist.workers: 9223372036854775807: must be at most 4096"},
+		{[]string{"dist.replicas=5000"}, "--set: dist.replicas: 5000: must be at most 4096"},
+		{[]string{"dist.backend=mpi", "dist.ranks=4097"}, "--set: dist.ranks: 4097: must be at most 4096"},
+		{[]string{"data.eval_batch_size=100000000"}, "--set: data.eval_batch_size: 100000000: must be at most 1048576"},
+		{[]string{"data.batch_size=2000000"}, "--set: data.batch_size: 2000000: must be at most 1048576"},
+		{[]string{"data.global_batch=2097152"}, "--set: data.global_batch: 2097152: must be at most 1048576"},
+		{[]string{"model.hidden=" + long}, "--set: model.hidden: [8, 8, 8, 8, 8, 8, 8, 8, ... (20000 values)]: must have at most 64 layers (has 20000)"},
+		{[]string{"model.hidden=512,2000000"}, "--set: model.hidden: [512, 2000000]: each size must be at most 1048576"},
+		{[]string{"model.hidden_size=1048577"}, "--set: model.hidden_size: 1048577: must be at most 1048576"},
+		{[]string{"model.layers=65"}, "--set: model.layers: 65: must be at most 64"},
+		{[]string{"model.embed_dim=1048577"}, "--set: model.embed_dim: 1048577: must be at most 1048576"},
+	} {
+		_, err := configs.Load("", tc.sets)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%.60v: error %.300v, want %q", tc.sets, err, tc.want)
+		}
+	}
+	at := []string{"dist.workers=4096", "data.global_batch=1048576", "data.eval_batch_size=1048576", "dist.replicas=4096",
+		"model.hidden=" + strings.TrimSuffix(strings.Repeat("1048576,", 64), ","), "model.hidden_size=1048576", "model.layers=64", "model.embed_dim=1048576"}
+	if _, err := configs.Load("", at); err != nil {
+		t.Errorf("sizes at the bounds: %v", err)
+	}
+	// The bound is named in a file's error too, with its line.
+	path := writeFile(t, "data:\n  batch_size: 64\ndist:\n  workers: 1000000\n")
+	if _, err := configs.Load(path, nil); err == nil || !strings.Contains(err.Error(), path+":4: dist.workers: 1000000: must be at most 4096") {
+		t.Errorf("file error %v", err)
+	}
+}
+
 func TestValidateNonFinite(t *testing.T) {
 	for _, v := range []string{"nan", "inf", "-inf"} {
 		if _, err := configs.Load("", []string{"optim.lr=" + v}); err == nil || !strings.Contains(err.Error(), "optim.lr") {

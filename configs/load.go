@@ -359,9 +359,15 @@ func show(v any) string {
 		return strconv.Quote(x)
 	}
 	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Slice {
-		parts := make([]string, rv.Len())
+		// A long list is cut: an error message quoting 20,000 sizes hides
+		// what it says.
+		const shown = 8
+		parts := make([]string, min(rv.Len(), shown))
 		for i := range parts {
 			parts[i] = show(rv.Index(i).Interface())
+		}
+		if rv.Len() > shown {
+			parts = append(parts, fmt.Sprintf("... (%d values)", rv.Len()))
 		}
 		return "[" + strings.Join(parts, ", ") + "]"
 	}
