@@ -31,6 +31,47 @@ func Machine() string {
 	return strings.Join(parts, ", ")
 }
 
+// AvailableMemory is the memory a new allocation can get without swapping,
+// in bytes, and where the figure comes from: MemAvailable in /proc/meminfo,
+// lowered to the room left under a cgroup v2 memory limit (a container's).
+// ok is false where the system reports neither (other systems than Linux).
+func AvailableMemory() (bytes uint64, source string, ok bool) {
+	if kb, found := procKB("/proc/meminfo", "MemAvailable"); found {
+		bytes, source, ok = kb*1024, "MemAvailable in /proc/meminfo", true
+	}
+	limit, lerr := readUint("/sys/fs/cgroup/memory.max") // "max" when unlimited: an error here
+	used, uerr := readUint("/sys/fs/cgroup/memory.current")
+	if lerr == nil && uerr == nil {
+		room := uint64(0)
+		if limit > used {
+			room = limit - used
+		}
+		if !ok || room < bytes {
+			bytes, source, ok = room, "the cgroup memory limit (/sys/fs/cgroup/memory.max) less its use", true
+		}
+	}
+	return bytes, source, ok
+}
+
+// procKB is a "key: N kB" field of a /proc file.
+func procKB(path, key string) (uint64, bool) {
+	f := strings.Fields(procField(path, key))
+	if len(f) != 2 || f[1] != "kB" {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(f[0], 10, 64)
+	return n, err == nil
+}
+
+// readUint reads a file holding one unsigned integer.
+func readUint(path string) (uint64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+}
+
 // procField is the value of the first "key : value" line of a /proc file, or ""
 // where the file or the key does not exist (other systems than Linux).
 func procField(path, key string) string {
