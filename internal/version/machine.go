@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -36,19 +37,32 @@ func Machine() string {
 // lowered to the room left under a cgroup v2 memory limit (a container's).
 // ok is false where the system reports neither (other systems than Linux).
 func AvailableMemory() (bytes uint64, source string, ok bool) {
-	if kb, found := procKB("/proc/meminfo", "MemAvailable"); found {
-		bytes, source, ok = kb*1024, "MemAvailable in /proc/meminfo", true
+	return availableMemory("/proc/meminfo", "/sys/fs/cgroup")
+}
+
+// availableMemory is AvailableMemory with the files' places given.
+func availableMemory(meminfo, cgroup string) (bytes uint64, source string, ok bool) {
+	if kb, found := procKB(meminfo, "MemAvailable"); found {
+		bytes, source, ok = kb*1024, "MemAvailable in "+meminfo, true
 	}
-	limit, lerr := readUint("/sys/fs/cgroup/memory.max") // "max" when unlimited: an error here
-	used, uerr := readUint("/sys/fs/cgroup/memory.current")
-	if lerr == nil && uerr == nil {
-		room := uint64(0)
-		if limit > used {
-			room = limit - used
-		}
-		if !ok || room < bytes {
-			bytes, source, ok = room, "the cgroup memory limit (/sys/fs/cgroup/memory.max) less its use", true
-		}
+	maxPath := filepath.Join(cgroup, "memory.max")
+	limit, lerr := readUint(maxPath) // "max" when unlimited: an error here
+	used, uerr := readUint(filepath.Join(cgroup, "memory.current"))
+	if lerr != nil || uerr != nil {
+		return bytes, source, ok
+	}
+	// The cgroup's use counts the page cache of the files it read (the data
+	// sets); the inactive part of it is reclaimed before the limit bites, as
+	// the kernel's and the kubelet's working set count it.
+	if inactive, found := statField(filepath.Join(cgroup, "memory.stat"), "inactive_file"); found && inactive < used {
+		used -= inactive
+	}
+	room := uint64(0)
+	if limit > used {
+		room = limit - used
+	}
+	if !ok || room < bytes {
+		bytes, source, ok = room, "the cgroup memory limit ("+maxPath+") less its use", true
 	}
 	return bytes, source, ok
 }
@@ -61,6 +75,21 @@ func procKB(path, key string) (uint64, bool) {
 	}
 	n, err := strconv.ParseUint(f[0], 10, 64)
 	return n, err == nil
+}
+
+// statField is the number after key in a "key value" file (cgroup memory.stat).
+func statField(path, key string) (uint64, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, found := strings.Cut(line, " "); found && k == key {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
 }
 
 // readUint reads a file holding one unsigned integer.
