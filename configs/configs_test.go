@@ -223,42 +223,42 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name: "unknown key",
 			file: "optim:\n  learning_rate: 0.1\n",
-			want: []string{`FILE: unknown key "optim.learning_rate"; did you mean "optim.lr"?`, "valid optim keys: adapt_norm_bias, beta1, beta2,"},
+			want: []string{`FILE:2: unknown key "optim.learning_rate"; did you mean "optim.lr"?`, "valid optim keys: adapt_norm_bias, beta1, beta2,"},
 		},
 		{
 			name: "nested unknown key",
 			file: "model:\n  name: resnet20\n  resnet:\n    depth: 20\n",
-			want: []string{`FILE: unknown key "model.resnet.depth"`, "valid model keys: bn_epsilon"},
+			want: []string{`FILE:4: unknown key "model.resnet.depth"`, "valid model keys: bn_epsilon"},
 		},
 		{
 			name: "unknown section",
 			file: "optimizer:\n  lr: 0.1\n",
-			want: []string{`FILE: unknown key "optimizer.lr"`, "valid keys: compress, data,"},
+			want: []string{`FILE:2: unknown key "optimizer.lr"`, "valid keys: compress, data,"},
 		},
 		{
 			name: "key in the wrong section",
 			file: "train:\n  batch_size: 32\n",
-			want: []string{`FILE: unknown key "train.batch_size"; did you mean "data.batch_size"?`},
+			want: []string{`FILE:2: unknown key "train.batch_size"; did you mean "data.batch_size"?`},
 		},
 		{
 			name: "wrong type",
 			file: "train:\n  epochs: five\n",
-			want: []string{`FILE: train.epochs: "five": expected an integer`},
+			want: []string{`FILE:2: train.epochs: "five": expected an integer`},
 		},
 		{
 			name: "float for an integer",
 			file: "data:\n  batch_size: 2.5\n",
-			want: []string{`FILE: data.batch_size: 2.5: expected an integer`},
+			want: []string{`FILE:2: data.batch_size: 2.5: expected an integer`},
 		},
 		{
 			name: "wrong list element",
 			file: "model:\n  hidden: [512, big]\n",
-			want: []string{`FILE: model.hidden: [512, "big"]: expected a list of integers`},
+			want: []string{`FILE:2: model.hidden: [512, "big"]: expected a list of integers`},
 		},
 		{
 			name: "scalar section",
 			file: "optim: 5\n",
-			want: []string{`FILE: optim: 5: expected a mapping of optim keys`},
+			want: []string{`FILE:1: optim: 5: expected a mapping of optim keys`},
 		},
 		{
 			name: "yaml syntax",
@@ -268,12 +268,12 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name: "negative learning rate",
 			file: "optim:\n  lr: -0.1\n",
-			want: []string{"FILE: optim.lr: -0.1: must be a positive number"},
+			want: []string{"FILE:2: optim.lr: -0.1: must be a positive number"},
 		},
 		{
 			name: "unknown model",
 			file: "model:\n  name: resnet99\n",
-			want: []string{`FILE: model.name: "resnet99": must be one of `, "lenet5"},
+			want: []string{`FILE:2: model.name: "resnet99": must be one of `, "lenet5"},
 		},
 		{
 			name: "unknown ops",
@@ -284,7 +284,7 @@ func TestLoadErrors(t *testing.T) {
 			name: "all problems at once",
 			file: "optim:\n  lr: 0\ntrain:\n  epochs: 0\n",
 			sets: []string{"data.batch_size=0"},
-			want: []string{"FILE: optim.lr: 0: must be", "FILE: train.epochs: 0: must be at least 1", "--set: data.batch_size: 0: must be at least 1"},
+			want: []string{"FILE:2: optim.lr: 0: must be", "FILE:4: train.epochs: 0: must be at least 1", "--set: data.batch_size: 0: must be at least 1"},
 		},
 		{
 			name: "set without =",
@@ -346,6 +346,94 @@ func TestLoadErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLoadErrorLines: every error about a key of the file names the line the key
+// is written on, whatever the kind of error and however deep the key. Type errors
+// and unknown keys are one stage, broken rules the next, so each has its file.
+func TestLoadErrorLines(t *testing.T) {
+	typeErrors := `# a run config with a mistake in each section
+name: lines
+data:
+  name: fashion-mnist
+  batch_size: 2.5
+
+model:
+  name: mlp
+  resnet:
+    depth: 20
+train:
+  epochs: 3
+  # comments and blank lines count as lines
+
+  max_steps: many
+dist: 4
+`
+	ruleErrors := `name: lines
+model:
+  name: mlp
+  hidden:
+    - 512
+    - 0
+optim:
+  name: sgd
+
+  lr: -1
+`
+	for _, tc := range []struct {
+		file string
+		want []string
+	}{
+		{typeErrors, []string{
+			`:5: data.batch_size: 2.5: expected an integer`,
+			`:10: unknown key "model.resnet.depth"`,
+			`:15: train.max_steps: "many": expected an integer`,
+			`:16: dist: 4: expected a mapping of dist keys`,
+		}},
+		{ruleErrors, []string{
+			`:4: model.hidden: [512, 0]: must be a non-empty list of sizes >= 1`,
+			`:10: optim.lr: -1: must be a positive number`,
+		}},
+	} {
+		path := writeFile(t, tc.file)
+		_, err := configs.Load(path, nil)
+		if err == nil {
+			t.Fatal("Load succeeded, want an error")
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), path+w) {
+				t.Errorf("error:\n%v\nwant it to contain %q", err, path+w)
+			}
+		}
+	}
+}
+
+// TestLoadErrorLinesMerge: a key brought in by a YAML merge is reported at the
+// anchor's line, and one the mapping writes itself at its own line.
+func TestLoadErrorLinesMerge(t *testing.T) {
+	path := writeFile(t, `optim: &o
+  clip_norm: -1
+schedule: &s
+  warmup_epochs: -2
+compress:
+  dgc:
+    <<: [*o, *s]
+    warmup_epochs: -3
+`)
+	_, err := configs.Load(path, nil)
+	if err == nil {
+		t.Fatal("Load succeeded, want an error")
+	}
+	for _, w := range []string{
+		`:2: optim.clip_norm: -1:`,
+		`:4: schedule.warmup_epochs: -2:`,
+		`:2: compress.dgc.clip_norm: -1:`,
+		`:8: compress.dgc.warmup_epochs: -3:`,
+	} {
+		if !strings.Contains(err.Error(), path+w) {
+			t.Errorf("error:\n%v\nwant it to contain %q", err, path+w)
+		}
 	}
 }
 
@@ -438,6 +526,45 @@ func TestValidateAll(t *testing.T) {
 		if !reported[k] {
 			t.Errorf("no problem reported for %s", k)
 		}
+	}
+}
+
+// TestValidateUpperBounds: sizes that would exhaust memory or take minutes to
+// build are refused with the key, the value and the bound; sizes at the bound
+// pass.
+func TestValidateUpperBounds(t *testing.T) {
+	long := strings.TrimSuffix(strings.Repeat("8,", 20000), ",")
+	for _, tc := range []struct {
+		sets []string
+		want string
+	}{
+		{[]string{"dist.workers=1000000"}, "--set: dist.workers: 1000000: must be at most 4096"},
+		{[]string{"dist.workers=9223372036854775807"}, "--set: dist.workers: 9223372036854775807: must be at most 4096"},
+		{[]string{"dist.replicas=5000"}, "--set: dist.replicas: 5000: must be at most 4096"},
+		{[]string{"dist.backend=mpi", "dist.ranks=4097"}, "--set: dist.ranks: 4097: must be at most 4096"},
+		{[]string{"data.eval_batch_size=100000000"}, "--set: data.eval_batch_size: 100000000: must be at most 1048576"},
+		{[]string{"data.batch_size=2000000"}, "--set: data.batch_size: 2000000: must be at most 1048576"},
+		{[]string{"data.global_batch=2097152"}, "--set: data.global_batch: 2097152: must be at most 1048576"},
+		{[]string{"model.hidden=" + long}, "--set: model.hidden: [8, 8, 8, 8, 8, 8, 8, 8, ... (20000 values)]: must have at most 64 layers (has 20000)"},
+		{[]string{"model.hidden=512,2000000"}, "--set: model.hidden: [512, 2000000]: each size must be at most 1048576"},
+		{[]string{"model.hidden_size=1048577"}, "--set: model.hidden_size: 1048577: must be at most 1048576"},
+		{[]string{"model.layers=65"}, "--set: model.layers: 65: must be at most 64"},
+		{[]string{"model.embed_dim=1048577"}, "--set: model.embed_dim: 1048577: must be at most 1048576"},
+	} {
+		_, err := configs.Load("", tc.sets)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%.60v: error %.300v, want %q", tc.sets, err, tc.want)
+		}
+	}
+	at := []string{"dist.workers=4096", "data.global_batch=1048576", "data.eval_batch_size=1048576", "dist.replicas=4096",
+		"model.hidden=" + strings.TrimSuffix(strings.Repeat("1048576,", 64), ","), "model.hidden_size=1048576", "model.layers=64", "model.embed_dim=1048576"}
+	if _, err := configs.Load("", at); err != nil {
+		t.Errorf("sizes at the bounds: %v", err)
+	}
+	// The bound is named in a file's error too, with its line.
+	path := writeFile(t, "data:\n  batch_size: 64\ndist:\n  workers: 1000000\n")
+	if _, err := configs.Load(path, nil); err == nil || !strings.Contains(err.Error(), path+":4: dist.workers: 1000000: must be at most 4096") {
+		t.Errorf("file error %v", err)
 	}
 }
 

@@ -1,9 +1,11 @@
 package configs
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -12,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/spf13/viper"
+	"gopkg.in/yaml.v3"
 )
 
 // Load returns the run config in the YAML file at path, with Default for every key the
@@ -27,18 +30,23 @@ func Load(path string, sets []string) (Config, error) {
 	for _, f := range fields {
 		v.SetDefault(f.key, def.FieldByIndex(f.index).Interface())
 	}
+	var at lines
 	if path != "" {
-		v.SetConfigFile(path)
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return Config{}, err // os errors name the file already
+		}
 		v.SetConfigType("yaml") // whatever the file's extension
-		if err := v.ReadInConfig(); err != nil {
+		if err := v.ReadConfig(bytes.NewReader(raw)); err != nil {
 			if perr, ok := errors.AsType[viper.ConfigParseError](err); ok {
 				return Config{}, fmt.Errorf("%s: %w", path, perr.Unwrap())
 			}
-			return Config{}, err // os errors name the file already
+			return Config{}, fmt.Errorf("%s: %w", path, err)
 		}
+		at = keyLines(path, raw)
 	}
 
-	errs := checkFile(v, path)
+	errs := checkFile(v, at)
 	fromSet := map[string]bool{}
 	for _, s := range sets {
 		key, raw, err := parseSet(s)
@@ -74,7 +82,7 @@ func Load(path string, sets []string) (Config, error) {
 		case fromSet[p.key]:
 			errs = append(errs, fmt.Errorf("--set: %s", p))
 		case path != "" && v.InConfig(p.key):
-			errs = append(errs, fmt.Errorf("%s: %s", path, p))
+			errs = append(errs, fmt.Errorf("%s: %s", at.of(p.key), p))
 		default:
 			errs = append(errs, errors.New(p.String()))
 		}
@@ -88,10 +96,70 @@ func Load(path string, sets []string) (Config, error) {
 // unsafeRun matches what a file name may hold but a run name may not.
 var unsafeRun = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
+// lines locates the keys of a config file: "path:LINE" for each dotted key
+// (lower case, as viper has them).
+type lines struct {
+	path string
+	line map[string]int
+}
+
+// keyLines maps every dotted key of the YAML document raw to the line it is written
+// on. Keys brought in by a merge (<<: *anchor) get the anchor's lines, unless the
+// mapping writes them itself.
+func keyLines(path string, raw []byte) lines {
+	at := lines{path: path, line: map[string]int{}}
+	var doc yaml.Node
+	if yaml.Unmarshal(raw, &doc) != nil || len(doc.Content) == 0 {
+		return at // viper parsed it; without lines, errors still name the file
+	}
+	var walk func(n *yaml.Node, prefix string, own bool)
+	walk = func(n *yaml.Node, prefix string, own bool) {
+		if n.Kind == yaml.AliasNode {
+			n = n.Alias
+		}
+		if n.Kind != yaml.MappingNode {
+			return
+		}
+		var merged []*yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, val := n.Content[i], n.Content[i+1]
+			if k.Tag == "!!merge" {
+				merged = append(merged, val)
+				continue
+			}
+			key := prefix + strings.ToLower(k.Value)
+			if _, seen := at.line[key]; own || !seen {
+				at.line[key] = k.Line
+			}
+			walk(val, key+".", own)
+		}
+		for _, m := range merged {
+			if m.Kind == yaml.SequenceNode { // <<: [*a, *b]
+				for _, item := range m.Content {
+					walk(item, prefix, false)
+				}
+			} else {
+				walk(m, prefix, false)
+			}
+		}
+	}
+	walk(doc.Content[0], "", true)
+	return at
+}
+
+// of returns where key is written: "path:LINE", or the path alone when the line is
+// not known.
+func (at lines) of(key string) string {
+	if n, ok := at.line[key]; ok {
+		return fmt.Sprintf("%s:%d", at.path, n)
+	}
+	return at.path
+}
+
 // checkFile reports the file's keys that are not in Config and its values that do not
 // parse as their field's type. UnmarshalExact would reject both too, but its errors
 // name neither the file nor, reliably, the dotted key.
-func checkFile(v *viper.Viper, path string) []error {
+func checkFile(v *viper.Viper, at lines) []error {
 	var errs []error
 	keys := v.AllKeys()
 	slices.Sort(keys)
@@ -104,10 +172,10 @@ func checkFile(v *viper.Viper, path string) []error {
 			// A section given a scalar or a list; a null section (`model:`) keeps the
 			// defaults and reads back as a mapping.
 			if _, isMap := v.Get(k).(map[string]any); !isMap {
-				errs = append(errs, fmt.Errorf("%s: %s: %s: expected a mapping of %s keys", path, k, show(v.Get(k)), k))
+				errs = append(errs, fmt.Errorf("%s: %s: %s: expected a mapping of %s keys", at.of(k), k, show(v.Get(k)), k))
 			}
 		default:
-			errs = append(errs, fmt.Errorf("%s: %w", path, unknownKeyError(k)))
+			errs = append(errs, fmt.Errorf("%s: %w", at.of(k), unknownKeyError(k)))
 		}
 	}
 	for _, f := range fields {
@@ -115,7 +183,7 @@ func checkFile(v *viper.Viper, path string) []error {
 			continue
 		}
 		if val := v.Get(f.key); !parses(f.typ, val) {
-			errs = append(errs, fmt.Errorf("%s: %s: %s: expected %s", path, f.key, show(val), expected(f.typ)))
+			errs = append(errs, fmt.Errorf("%s: %s: %s: expected %s", at.of(f.key), f.key, show(val), expected(f.typ)))
 		}
 	}
 	return errs
@@ -295,9 +363,15 @@ func show(v any) string {
 		return strconv.Quote(x)
 	}
 	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Slice {
-		parts := make([]string, rv.Len())
+		// A long list is cut: an error message quoting 20,000 sizes hides
+		// what it says.
+		const shown = 8
+		parts := make([]string, min(rv.Len(), shown))
 		for i := range parts {
 			parts[i] = show(rv.Index(i).Interface())
+		}
+		if rv.Len() > shown {
+			parts = append(parts, fmt.Sprintf("... (%d values)", rv.Len()))
 		}
 		return "[" + strings.Join(parts, ", ") + "]"
 	}

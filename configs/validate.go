@@ -52,6 +52,36 @@ func (ps *checker) atLeast(key string, v, lo int) {
 	ps.need(v >= lo, key, v, fmt.Sprintf("must be at least %d", lo))
 }
 
+// within checks lo <= v <= hi, reporting the bound that is broken.
+func (ps *checker) within(key string, v, lo, hi int) {
+	ps.atLeast(key, v, lo)
+	ps.need(v <= hi, key, v, fmt.Sprintf("must be at most %d", hi))
+}
+
+// Upper bounds on sizes. They are far above any run this trainer is for and
+// catch typos and runaway sweeps before they allocate: beyond them a run
+// dies in Go's "out of memory" or a makeslice panic, or takes minutes to
+// build its graph. Whether a size below them fits the machine is the memory
+// check's business, at the start of a run.
+const (
+	// maxBatch bounds every batch size: a million examples a step, beyond
+	// any data set here (the largest training split has 60,000 examples;
+	// Tiny Shakespeare about a million characters).
+	maxBatch = 1 << 20
+	// maxWorkers bounds the logical workers, replicas and MPI ranks: each
+	// worker owns a gradient buffer and compressor state the size of the
+	// model, and the largest published data-parallel runs use a few
+	// thousand workers.
+	maxWorkers = 4096
+	// maxWidth bounds a layer's width (hidden sizes, embedding): a square
+	// weight matrix of 1<<20 is already 4 TiB.
+	maxWidth = 1 << 20
+	// maxLayers bounds model.hidden's length and model.layers: Gorgonia's
+	// graph compiler is quadratic in nodes, so 20,000 layers build for
+	// longer than 10 minutes, while 64 build in well under a second.
+	maxLayers = 64
+)
+
 func (ps *checker) oneOf(key, v string, names []string) {
 	ps.need(slices.Contains(names, v), key, v, "must be one of "+strings.Join(names, ", "))
 }
@@ -88,8 +118,8 @@ func (c Config) problems() []problem {
 		"must be letters, digits, '.', '_' or '-', starting with a letter or digit: it names the run's folder under runs/")
 	d := c.Data
 	ps.oneOf("data.name", d.Name, dataNames)
-	ps.atLeast("data.batch_size", d.BatchSize, 1)
-	ps.atLeast("data.eval_batch_size", d.EvalBatchSize, 0)
+	ps.within("data.batch_size", d.BatchSize, 1, maxBatch)
+	ps.within("data.eval_batch_size", d.EvalBatchSize, 0, maxBatch)
 	ps.atLeast("data.seq_len", d.SeqLen, 1)
 	ps.need(!d.Augment || d.Name == "cifar10" || d.Name == "cifar100", "data.augment", d.Augment,
 		fmt.Sprintf("only cifar10 and cifar100 have augmentation (data.name is %q)", d.Name))
@@ -98,9 +128,13 @@ func (c Config) problems() []problem {
 	ps.oneOf("model.name", m.Name, models.Names())
 	ps.need(len(m.Hidden) > 0 && !slices.ContainsFunc(m.Hidden, func(h int) bool { return h < 1 }),
 		"model.hidden", m.Hidden, "must be a non-empty list of sizes >= 1")
-	ps.atLeast("model.hidden_size", m.HiddenSize, 1)
-	ps.atLeast("model.layers", m.Layers, 1)
-	ps.atLeast("model.embed_dim", m.EmbedDim, 1)
+	ps.need(len(m.Hidden) <= maxLayers, "model.hidden", m.Hidden,
+		fmt.Sprintf("must have at most %d layers (has %d)", maxLayers, len(m.Hidden)))
+	ps.need(!slices.ContainsFunc(m.Hidden, func(h int) bool { return h > maxWidth }), "model.hidden", m.Hidden,
+		fmt.Sprintf("each size must be at most %d", maxWidth))
+	ps.within("model.hidden_size", m.HiddenSize, 1, maxWidth)
+	ps.within("model.layers", m.Layers, 1, maxLayers)
+	ps.within("model.embed_dim", m.EmbedDim, 1, maxWidth)
 	ps.fraction("model.bn_momentum", m.BNMomentum)
 	ps.positive("model.bn_epsilon", m.BNEpsilon)
 	ps.need(m.Ops == "" || slices.Contains(models.OpsNames(), m.Ops), "model.ops", m.Ops,
@@ -153,12 +187,12 @@ func (c Config) problems() []problem {
 	ps.atLeast("train.keep_checkpoints", t.KeepCheckpoints, 1)
 	ps.need(t.MaxLoss >= 0 && !math.IsInf(t.MaxLoss, 0), "train.max_loss", t.MaxLoss, "must be a finite value >= 0 (0 = 100 x ln(classes))")
 
-	ps.atLeast("dist.workers", c.Dist.Workers, 1)
-	ps.atLeast("dist.replicas", c.Dist.Replicas, 0)
+	ps.within("dist.workers", c.Dist.Workers, 1, maxWorkers)
+	ps.within("dist.replicas", c.Dist.Replicas, 0, maxWorkers)
 	ps.oneOf("dist.backend", c.Dist.Backend, backendNames)
-	ps.atLeast("dist.ranks", c.Dist.Ranks, 0)
+	ps.within("dist.ranks", c.Dist.Ranks, 0, maxWorkers)
 	ps.atLeast("dist.check_every", c.Dist.CheckEvery, 1)
-	ps.atLeast("data.global_batch", c.Data.GlobalBatch, 0)
+	ps.within("data.global_batch", c.Data.GlobalBatch, 0, maxBatch)
 	ps.need(c.Data.GlobalBatch <= 0 || c.Dist.Workers < 1 || c.Data.GlobalBatch%c.Dist.Workers == 0, "data.global_batch", c.Data.GlobalBatch,
 		fmt.Sprintf("must split evenly over dist.workers=%d (a multiple of %d)", c.Dist.Workers, c.Dist.Workers))
 

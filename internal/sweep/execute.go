@@ -231,7 +231,11 @@ func execute(ctx context.Context, s *Sweep, opts Options, dir string, states []s
 type FailedRuns struct{ Errs []error }
 
 func (f *FailedRuns) Error() string {
-	return fmt.Sprintf("%d runs failed:\n%v", len(f.Errs), errors.Join(f.Errs...))
+	runs := "runs"
+	if len(f.Errs) == 1 {
+		runs = "run"
+	}
+	return fmt.Sprintf("%d %s failed:\n%v", len(f.Errs), runs, errors.Join(f.Errs...))
 }
 
 // runOne trains one run with its log in the run directory's train.log.

@@ -454,3 +454,20 @@ func TestFailedRunDoesNotStopTheSweep(t *testing.T) {
 		t.Errorf("table.md does not name the failed runs:\n%s", res.Table)
 	}
 }
+
+// TestFailedRunsMessage: the count agrees with its noun.
+func TestFailedRunsMessage(t *testing.T) {
+	one := errors.New("run dense seed 1 failed: NaN loss")
+	two := errors.New("run dense seed 2 failed: NaN loss")
+	for _, tc := range []struct {
+		errs []error
+		want string
+	}{
+		{[]error{one}, "1 run failed:\n" + one.Error()},
+		{[]error{one, two}, "2 runs failed:\n" + one.Error() + "\n" + two.Error()},
+	} {
+		if got := (&FailedRuns{Errs: tc.errs}).Error(); got != tc.want {
+			t.Errorf("got %q, want %q", got, tc.want)
+		}
+	}
+}

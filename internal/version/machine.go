@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -29,6 +30,75 @@ func Machine() string {
 	}
 	parts = append(parts, runtime.GOOS+"/"+runtime.GOARCH)
 	return strings.Join(parts, ", ")
+}
+
+// AvailableMemory is the memory a new allocation can get without swapping,
+// in bytes, and where the figure comes from: MemAvailable in /proc/meminfo,
+// lowered to the room left under a cgroup v2 memory limit (a container's).
+// ok is false where the system reports neither (other systems than Linux).
+func AvailableMemory() (bytes uint64, source string, ok bool) {
+	return availableMemory("/proc/meminfo", "/sys/fs/cgroup")
+}
+
+// availableMemory is AvailableMemory with the files' places given.
+func availableMemory(meminfo, cgroup string) (bytes uint64, source string, ok bool) {
+	if kb, found := procKB(meminfo, "MemAvailable"); found {
+		bytes, source, ok = kb*1024, "MemAvailable in "+meminfo, true
+	}
+	maxPath := filepath.Join(cgroup, "memory.max")
+	limit, lerr := readUint(maxPath) // "max" when unlimited: an error here
+	used, uerr := readUint(filepath.Join(cgroup, "memory.current"))
+	if lerr != nil || uerr != nil {
+		return bytes, source, ok
+	}
+	// The cgroup's use counts the page cache of the files it read (the data
+	// sets); the inactive part of it is reclaimed before the limit bites, as
+	// the kernel's and the kubelet's working set count it.
+	if inactive, found := statField(filepath.Join(cgroup, "memory.stat"), "inactive_file"); found && inactive < used {
+		used -= inactive
+	}
+	room := uint64(0)
+	if limit > used {
+		room = limit - used
+	}
+	if !ok || room < bytes {
+		bytes, source, ok = room, "the cgroup memory limit ("+maxPath+") less its use", true
+	}
+	return bytes, source, ok
+}
+
+// procKB is a "key: N kB" field of a /proc file.
+func procKB(path, key string) (uint64, bool) {
+	f := strings.Fields(procField(path, key))
+	if len(f) != 2 || f[1] != "kB" {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(f[0], 10, 64)
+	return n, err == nil
+}
+
+// statField is the number after key in a "key value" file (cgroup memory.stat).
+func statField(path, key string) (uint64, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, found := strings.Cut(line, " "); found && k == key {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
+}
+
+// readUint reads a file holding one unsigned integer.
+func readUint(path string) (uint64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
 }
 
 // procField is the value of the first "key : value" line of a /proc file, or ""

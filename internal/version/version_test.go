@@ -2,6 +2,8 @@ package version
 
 import (
 	"fmt"
+	"math"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -19,5 +21,58 @@ func TestMachineNamesCoresAndPlatform(t *testing.T) {
 func TestStringStartsWithVersion(t *testing.T) {
 	if s := String(); !strings.HasPrefix(s, Version) {
 		t.Errorf("String() = %q, want it to start with %q", s, Version)
+	}
+}
+
+// TestAvailableMemory: on Linux the figure is /proc/meminfo's MemAvailable
+// (read here independently; it moves between the reads, hence the margin),
+// unless a cgroup limit leaves less room.
+func TestAvailableMemory(t *testing.T) {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		t.Skip("no /proc/meminfo:", err)
+	}
+	var availKB, totalKB uint64
+	for _, line := range strings.Split(string(b), "\n") {
+		fmt.Sscanf(line, "MemAvailable: %d kB", &availKB)
+		fmt.Sscanf(line, "MemTotal: %d kB", &totalKB)
+	}
+	got, source, ok := AvailableMemory()
+	if !ok || got == 0 || got > totalKB*1024 {
+		t.Fatalf("AvailableMemory() = %d, %q, %v; MemTotal is %d kB", got, source, ok, totalKB)
+	}
+	if _, err := os.Stat("/sys/fs/cgroup/memory.max"); err == nil {
+		return // a cgroup limit may lower it below MemAvailable
+	}
+	if want := float64(availKB * 1024); math.Abs(float64(got)-want) > 0.1*want || source != "MemAvailable in /proc/meminfo" {
+		t.Errorf("AvailableMemory() = %d from %q, MemAvailable is %d kB", got, source, availKB)
+	}
+}
+
+// TestAvailableMemoryCgroup: under a cgroup limit of 10 GiB with 3 GiB in use,
+// 1 GiB of it inactive page cache, the room is 10 - (3 - 1) = 8 GiB, less than
+// MemAvailable's 20 GiB; without a limit ("max") MemAvailable stands.
+func TestAvailableMemoryCgroup(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) {
+		if err := os.WriteFile(dir+"/"+name, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("meminfo", "MemTotal:       33554432 kB\nMemAvailable:   20971520 kB\n")
+	write("memory.max", "10737418240\n")
+	write("memory.current", "3221225472\n")
+	write("memory.stat", "anon 2147483648\nfile 1073741824\ninactive_file 1073741824\nactive_file 0\n")
+	got, source, ok := availableMemory(dir+"/meminfo", dir)
+	if !ok || got != 8<<30 || !strings.Contains(source, "cgroup") {
+		t.Errorf("with a cgroup limit: %d from %q (%v), want 8 GiB from the cgroup", got, source, ok)
+	}
+	write("memory.max", "max\n")
+	got, source, ok = availableMemory(dir+"/meminfo", dir)
+	if !ok || got != 20<<30 || !strings.Contains(source, "MemAvailable") {
+		t.Errorf("without a limit: %d from %q (%v), want 20 GiB from MemAvailable", got, source, ok)
+	}
+	if _, _, ok := availableMemory(dir+"/none", dir+"/none"); ok {
+		t.Error("no files: ok")
 	}
 }
