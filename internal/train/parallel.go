@@ -115,14 +115,20 @@ func (j *job) defaultReplicas() int {
 	return runtime.NumCPU()
 }
 
-// setupReplicas builds the replicas (identical models), each local worker's
-// gradient exchange and the engine.
-func (j *job) setupReplicas(ctx context.Context, in models.Input, evalBatch int) error {
+// replicaCount is the number of replicas this process builds: dist.replicas, or
+// the default, never more than its workers.
+func (j *job) replicaCount() int {
 	n := j.cfg.Dist.Replicas
 	if n == 0 {
 		n = j.defaultReplicas()
 	}
-	n = min(n, len(j.members))
+	return min(n, len(j.members))
+}
+
+// setupReplicas builds the replicas (identical models), each local worker's
+// gradient exchange and the engine.
+func (j *job) setupReplicas(ctx context.Context, in models.Input, evalBatch int) error {
+	n := j.replicaCount()
 	j.nets = make([]*models.Net, n)
 	reps := make([]dist.Replica, n)
 	for r := range j.nets {

@@ -18,8 +18,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
-
 	"github.com/gradwire/gradwire/compress"
 	"github.com/gradwire/gradwire/configs"
 	"github.com/gradwire/gradwire/data"
@@ -90,6 +88,7 @@ type job struct {
 	lastCkptStep  int       // global step of the newest checkpoint written or resumed from
 	lastCkptPath  string    // its file (rank 0)
 	inStep        bool      // set-up is over: the ranks may no longer fail together
+	prog          *progress // nil on ranks other than 0 and before the loop
 	lastCkptTime  time.Time // when it was written, for train.checkpoint_minutes
 
 	// Batch buffers for this process's workers, allocated once.
@@ -271,6 +270,10 @@ func (j *job) setup(ctx context.Context) error {
 		j.maxLoss = 100 * math.Log(float64(max(2, j.train.Classes())))
 	}
 	in := models.Input{Shape: j.train.XShape(), Classes: j.train.Classes(), YLen: j.train.YLen()}
+	// After the data are loaded (the memory left counts them), before the nets are built.
+	if err := checkRunMemory(c, in, j.evalBatch, j.replicaCount(), len(j.members)); err != nil {
+		return err
+	}
 	if err := j.setupReplicas(ctx, in, j.evalBatch); err != nil {
 		return err
 	}
@@ -371,7 +374,10 @@ func (j *job) loop(ctx context.Context, st *checkpoint) (*Summary, error) {
 			first, lossSum, priorSeconds = st.StepInEpoch, st.LossSum, st.EpochSeconds
 		}
 		t0 := time.Now()
-		bar := j.newBar(epoch)
+		if j.prog == nil {
+			j.prog = newProgress(j.opts.Stderr, c.Train.Progress, c.Train.Epochs, j.stepsPerEpoch, epoch, first)
+			defer j.prog.close()
+		}
 		var lr float64
 		for step := first; step < j.stepsPerEpoch; step++ {
 			stop, due, err := j.control(ctx, globalStep, step > first)
@@ -413,15 +419,7 @@ func (j *job) loop(ctx context.Context, st *checkpoint) (*Summary, error) {
 					return nil, err
 				}
 			}
-			if bar != nil {
-				rate := float64((step+1-first)*j.globalBatch) / time.Since(t0).Seconds()
-				bar.Describe(fmt.Sprintf("epoch %d/%d loss %.4f %.0f samples/s", epoch+1, c.Train.Epochs, loss, rate))
-				bar.Add(1)
-			}
-		}
-		if bar != nil {
-			bar.Finish()
-			fmt.Fprintln(j.opts.Stderr)
+			j.prog.step(epoch, step+1, loss, float64((step+1-first)*j.globalBatch)/time.Since(t0).Seconds())
 		}
 		trainSeconds := priorSeconds + time.Since(t0).Seconds()
 		elapsed += trainSeconds
@@ -441,6 +439,7 @@ func (j *job) loop(ctx context.Context, st *checkpoint) (*Summary, error) {
 			continue
 		}
 		ev, err := j.evaluate()
+		j.prog.endEpoch()
 		if err != nil {
 			return nil, fmt.Errorf("epoch %d: evaluation: %w", epoch+1, err)
 		}
@@ -460,7 +459,7 @@ func (j *job) loop(ctx context.Context, st *checkpoint) (*Summary, error) {
 			res.TestAccuracy = &acc
 			attrs = append(attrs, "test_loss", fmt.Sprintf("%.4f", ev.loss), "test_accuracy", fmt.Sprintf("%.4f", acc))
 		}
-		j.log.Info("epoch", append(attrs, "seconds", fmt.Sprintf("%.1f", trainSeconds),
+		j.log.Info("epoch", append(attrs, "epoch_time", formatDuration(time.Duration(trainSeconds*float64(time.Second))),
 			"samples_per_s", fmt.Sprintf("%.0f", res.SamplesPerSecond))...)
 		epochs = append(epochs, res)
 		if err := j.record(res); err != nil {
@@ -609,6 +608,7 @@ func (j *job) evaluate() (evalResult, error) {
 	idx := make([]int, eb)
 	var lossSum float64
 	var correct, count int
+	j.prog.evaluating(0, n)
 	for start := 0; start < n; start += eb {
 		real := min(eb, n-start)
 		for i := range idx {
@@ -627,6 +627,7 @@ func (j *job) evaluate() (evalResult, error) {
 			}
 			count++
 		}
+		j.prog.evaluating(start+real, n)
 	}
 	return evalResult{loss: lossSum / float64(count), accuracy: float64(correct) / float64(count), examples: n}, nil
 }
@@ -722,20 +723,6 @@ func (j *job) save(p position, workerBuffers [][][]float32) (string, error) {
 		return "", err
 	}
 	return path, nil
-}
-
-func (j *job) newBar(epoch int) *progressbar.ProgressBar {
-	if !j.cfg.Train.Progress || j.opts.Stderr == nil {
-		return nil
-	}
-	return progressbar.NewOptions(j.stepsPerEpoch,
-		progressbar.OptionSetWriter(j.opts.Stderr),
-		progressbar.OptionSetDescription(fmt.Sprintf("epoch %d/%d", epoch+1, j.cfg.Train.Epochs)),
-		progressbar.OptionShowCount(),
-		progressbar.OptionSetWidth(30),
-		progressbar.OptionThrottle(200*time.Millisecond),
-		progressbar.OptionSetPredictTime(true),
-	)
 }
 
 func numel(shape []int) int {
