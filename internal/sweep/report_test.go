@@ -123,8 +123,8 @@ variations:
 	csvText := readFile(t, filepath.Join(dir, RunsCSV))
 	header := strings.SplitN(csvText, "\n", 2)[0]
 	wantHeader := "variation,seed,backend,blas,bytes_dense,bytes_sent,compression_ratio,compression_ratio_by_kind.bias,compression_ratio_by_kind.conv," +
-		"compression_ratio_steady,compressor,dataset,epochs,global_batch,go_version,model,optimizer,optimizer_state_bytes_per_param,params,replicas," +
-		"samples_per_second,steps,test_accuracy,test_loss," +
+		"compression_ratio_steady,compressor,data_dir,dataset,epochs,global_batch,go_version,model,name,optimizer,optimizer_state_bytes_per_param,params,replicas," +
+		"samples_per_second,steps,test_accuracy,test_examples,test_loss," +
 		"time_model.bytes_per_worker_step,time_model.compute_seconds_per_step,time_model.latency_us," +
 		"time_model.predictions.1gbps.comm_seconds,time_model.predictions.1gbps.speedup,time_model.predictions.1gbps.step_seconds," +
 		"time_model.predictions.10gbps.comm_seconds,time_model.predictions.10gbps.speedup,time_model.predictions.10gbps.step_seconds," +

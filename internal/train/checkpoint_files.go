@@ -64,6 +64,9 @@ func listCheckpoints(dir string) ([]checkpointFile, error) {
 	return out, nil
 }
 
+// errNoCheckpoint: the run directory has no checkpoint file at all.
+var errNoCheckpoint = errors.New("no checkpoint")
+
 // latestCheckpoint loads the newest checkpoint of a run directory that fits
 // want. A newest file that is damaged (CRC mismatch, cut short) is skipped for
 // the next older one: skipped says which files were passed over and why, and
@@ -80,7 +83,7 @@ func latestCheckpoint(dir string, want layout) (c *checkpoint, path string, skip
 		if err := checkLegacy(dir); err != nil {
 			return nil, "", nil, err
 		}
-		return nil, "", nil, fmt.Errorf("resume: no checkpoint in %s (expected %s)", dir, filepath.Join(dir, checkpointDir, "step-NNNNNNNN.ckpt"))
+		return nil, "", nil, fmt.Errorf("resume: %w in %s (expected %s)", errNoCheckpoint, dir, filepath.Join(dir, checkpointDir, "step-NNNNNNNN.ckpt"))
 	}
 	for _, f := range files {
 		c, err := loadCheckpoint(f.path, want)

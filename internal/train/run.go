@@ -159,6 +159,12 @@ func Run(ctx context.Context, cfg configs.Config, opts Options) (sum *Summary, e
 // it was made with.
 func (j *job) resume() (*checkpoint, error) {
 	state, path, skipped, err := latestCheckpoint(j.opts.OutDir, layoutOf(j.net, j.cfg.Dist.Workers))
+	if errors.Is(err, errNoCheckpoint) {
+		// Killed before its first checkpoint: nothing was kept, and the start is
+		// a pure function of the config, so the run starts again from step 0.
+		j.log.Info("resuming from the start: the run was stopped before its first checkpoint", "dir", j.opts.OutDir)
+		return &checkpoint{}, nil
+	}
 	if err != nil {
 		return nil, err
 	}
