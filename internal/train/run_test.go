@@ -155,13 +155,19 @@ func TestResumeWithoutCheckpoint(t *testing.T) {
 func TestMissingData(t *testing.T) {
 	empty := t.TempDir()
 	t.Setenv("GRADWIRE_DATA", empty)
-	cfg, err := configs.Load("", []string{"data.dir=" + filepath.Join(empty, "nowhere")})
+	cfg, err := configs.Load("", []string{"data.dir=" + empty})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = Run(context.Background(), cfg, Options{OutDir: t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), empty) || !strings.Contains(err.Error(), "gradwire data fetch") {
 		t.Fatalf("error %v: expected it to list the places looked at and how to fetch the data", err)
+	}
+	// A data.dir that does not exist is an error of its own, even with GRADWIRE_DATA set.
+	cfg.Data.Dir = filepath.Join(empty, "nowhere")
+	_, err = Run(context.Background(), cfg, Options{OutDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "data.dir "+cfg.Data.Dir+": no such folder") {
+		t.Fatalf("error %v: expected it to name data.dir and the missing folder", err)
 	}
 }
 
