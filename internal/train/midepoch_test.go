@@ -271,3 +271,24 @@ func TestStaleTempsRemovedAtStart(t *testing.T) {
 		t.Fatal("the stale temporary file is still there")
 	}
 }
+
+// TestResumeRefusesShortenedMetrics: a metrics.jsonl cut below the size the
+// checkpoint recorded is refused instead of padded with NUL bytes.
+func TestResumeRefusesShortenedMetrics(t *testing.T) {
+	cfg := smallConfig(t, "mlp", "model.hidden=8", "train.epochs=2")
+	dir := t.TempDir()
+	if _, err := Run(newStopAfter(25), cfg, Options{OutDir: dir}); err == nil {
+		t.Fatal("the stopped run did not stop")
+	}
+	path := filepath.Join(dir, "metrics.jsonl")
+	if err := os.WriteFile(path, []byte("{}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Run(context.Background(), cfg, Options{OutDir: dir, Resume: true})
+	if err == nil || !strings.Contains(err.Error(), "fewer than the") {
+		t.Fatalf("resume over a cut metrics.jsonl: %v", err)
+	}
+	if raw, _ := os.ReadFile(path); string(raw) != "{}\n" {
+		t.Fatalf("the refused resume changed metrics.jsonl: %q", raw)
+	}
+}

@@ -341,6 +341,13 @@ func (j *job) openMetrics(offset int64) error {
 	if err != nil {
 		return err
 	}
+	if st, err := f.Stat(); err != nil || st.Size() < offset {
+		f.Close()
+		if err == nil {
+			err = fmt.Errorf("%s holds %d bytes, fewer than the %d the checkpoint recorded: it was cut or replaced since (restore it, or start the run again with --overwrite)", path, st.Size(), offset)
+		}
+		return err
+	}
 	if err := f.Truncate(offset); err != nil {
 		f.Close()
 		return err
