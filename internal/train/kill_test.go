@@ -2,6 +2,7 @@ package train
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -97,4 +98,51 @@ func hasRunFiles(dir string) bool {
 		}
 	}
 	return false
+}
+
+// TestDiskFullDuringRun runs training into a small tmpfs that has room for one
+// checkpoint but not two: the run stops with an error naming the checkpoint and
+// the full disk, leaves no temporary file, and once space is freed the resumed
+// run ends as an uninterrupted one.
+func TestDiskFullDuringRun(t *testing.T) {
+	cfg := smallConfig(t, "mlp", "model.hidden=32", "train.checkpoint_every=5", "train.keep_checkpoints=1")
+	full := t.TempDir()
+	want := runCfg(t, cfg, full, false)
+	ckpt, err := os.Stat(latestPath(t, full))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=4m"); err != nil {
+		t.Skipf("cannot mount a small tmpfs (%v): TestCheckpointDiskFull injects the failure instead", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(dir, 0) })
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(dir, &fs); err != nil {
+		t.Fatal(err)
+	}
+	// Leave room for about 1.5 checkpoints (config and metrics are a few kB).
+	free := int64(fs.Bavail) * fs.Bsize
+	filler := filepath.Join(dir, "filler")
+	if err := os.WriteFile(filler, make([]byte, free-ckpt.Size()*3/2), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := filepath.Join(dir, "run")
+	_, err = Run(context.Background(), cfg, Options{OutDir: run})
+	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), filepath.Join(run, "checkpoints")) {
+		t.Fatalf("run on a full disk: %v, want a no-space error naming the checkpoint", err)
+	}
+	temps, _ := filepath.Glob(filepath.Join(run, "checkpoints", ".*"))
+	if len(temps) > 0 {
+		t.Fatalf("temporary files left: %v", temps)
+	}
+	t.Logf("stopped by the full disk at %s: %v", filepath.Base(latestPath(t, run)), err) // one checkpoint fitted
+	os.Remove(filler)
+	got := runCfg(t, cfg, run, true)
+	if !reflect.DeepEqual(comparable(want), comparable(got)) {
+		t.Fatalf("resumed after a full disk, the run differs:\n%+v\n%+v", comparable(want), comparable(got))
+	}
+	if a, b := metricLines(t, full), metricLines(t, run); !reflect.DeepEqual(a, b) {
+		t.Fatalf("resumed after a full disk, metrics.jsonl differs:\n%v\n%v", a, b)
+	}
 }

@@ -112,35 +112,10 @@ func TestRunDirRefusesAnotherRunUnlessOverwrite(t *testing.T) {
 }
 
 func TestRunDirReadOnlyFolder(t *testing.T) {
-	parent := readOnlyDir(t)
+	parent := t.TempDir()
+	makeReadOnly(t, parent)
 	_, err := claimRunDir(filepath.Join(parent, "run"), false, false)
 	if err == nil || !strings.Contains(err.Error(), filepath.Join(parent, "run")) {
 		t.Fatalf("claim under a read-only folder: %v", err)
 	}
-}
-
-// readOnlyDir returns a folder this process cannot write into: a read-only
-// tmpfs mount for root (whom permission bits do not stop), else mode 0555.
-func readOnlyDir(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	if os.Geteuid() != 0 {
-		if err := os.Chmod(dir, 0o555); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { os.Chmod(dir, 0o755) })
-		return dir
-	}
-	return mountTmpfs(t, dir, "ro,size=64k")
-}
-
-// mountTmpfs mounts a tmpfs with opts over dir (root only), unmounted at the
-// end of the test; it skips the test where mounting is not allowed.
-func mountTmpfs(t *testing.T, dir, opts string) string {
-	t.Helper()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", opts, "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs here (%v: %s)", err, strings.TrimSpace(string(out)))
-	}
-	t.Cleanup(func() { exec.Command("umount", dir).Run() })
-	return dir
 }
