@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gradwire/gradwire/internal/train"
 )
 
 // run executes the CLI in-process and returns stdout, stderr and the error.
@@ -73,6 +76,9 @@ func TestTrainFlagErrors(t *testing.T) {
 		{[]string{"train", "--resume", t.TempDir()}, []string{"config.yaml"}},
 		{[]string{"data", "fetch", "imagenet", "--dir", t.TempDir()}, []string{"imagenet", "fashion-mnist"}},
 		{[]string{"train", "--epochs", "3"}, []string{"unknown flag"}},
+		{[]string{"train", "--resume", "x", "--overwrite"}, []string{"do not combine"}},
+		{[]string{"train", "--config", bad, "--allow-change", "optim.lr"}, []string{"--resume only"}},
+		{[]string{"train", "--resume", "x", "--allow-change", "optim.lrr"}, []string{"optim.lrr", "not a config key"}},
 	})
 }
 
@@ -81,9 +87,23 @@ func TestHelpNamesEveryFlag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"--config", "--set", "--out", "--resume", "summary.json", "metrics.jsonl"} {
+	for _, f := range []string{"--config", "--set", "--out", "--resume", "--overwrite", "--allow-change", "summary.json", "metrics.jsonl"} {
 		if !strings.Contains(out, f) {
 			t.Errorf("train --help does not mention %s", f)
 		}
+	}
+}
+
+func TestInterruptedHint(t *testing.T) {
+	with := &train.Interrupted{Dir: "runs/a b", Checkpoint: "runs/a b/checkpoints/step-00000007.ckpt", Epoch: 1, Step: 7, Cause: context.Canceled}
+	if got := interruptedHint(with, "runs/a b").Error(); !strings.HasSuffix(got, "continue with: gradwire train --resume 'runs/a b'") {
+		t.Errorf("with a checkpoint: %q", got)
+	}
+	without := &train.Interrupted{Dir: "r", Epoch: 1, Step: 7, Cause: context.Canceled}
+	if got := interruptedHint(without, "r").Error(); !strings.Contains(got, "cannot be continued") || strings.Contains(got, "--resume") {
+		t.Errorf("without a checkpoint: %q", got)
+	}
+	if got := interruptedHint(context.Canceled, "r").Error(); !strings.Contains(got, "before training started") {
+		t.Errorf("during set-up: %q", got)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -63,6 +64,13 @@ receives only summary.json (on MPI rank 0).`,
 				return fmt.Errorf("--resume uses the config stored in the run directory: do not combine it with --config, --set, --out or --overwrite")
 			case !resume && len(allow) > 0:
 				return fmt.Errorf("--allow-change applies to --resume only")
+			}
+			for _, k := range allow {
+				if k != "data" && !slices.Contains(configs.Keys(), k) {
+					return fmt.Errorf("--allow-change %s: not a config key (expected a key such as optim.lr, or data for the data files)", k)
+				}
+			}
+			switch {
 			case resume:
 				outDir = resumeDir
 				if cfg, err = configs.Load(filepath.Join(resumeDir, "config.yaml"), nil); err != nil {
