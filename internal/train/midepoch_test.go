@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gradwire/gradwire/configs"
 )
@@ -290,5 +291,40 @@ func TestResumeRefusesShortenedMetrics(t *testing.T) {
 	}
 	if raw, _ := os.ReadFile(path); string(raw) != "{}\n" {
 		t.Fatalf("the refused resume changed metrics.jsonl: %q", raw)
+	}
+}
+
+// TestCheckpointSchedule checks when control asks for a mid-epoch checkpoint:
+// after train.checkpoint_every steps, after train.checkpoint_minutes, never
+// before a step was taken, and not with checkpoints off.
+func TestCheckpointSchedule(t *testing.T) {
+	cfg := smallConfig(t, "mlp", "train.checkpoint_every=5", "train.checkpoint_minutes=0.5")
+	j := &job{cfg: cfg, rank0: true, lastCkptStep: 10, lastCkptTime: time.Now()}
+	for _, tc := range []struct {
+		step  int
+		moved bool
+		age   time.Duration
+		due   bool
+	}{
+		{14, true, 0, false},
+		{15, true, 0, true},
+		{15, false, 0, false}, // the step the run (re)started at
+		{12, true, 29 * time.Second, false},
+		{12, true, 31 * time.Second, true},
+	} {
+		j.lastCkptTime = time.Now().Add(-tc.age)
+		stop, due, err := j.control(context.Background(), tc.step, tc.moved)
+		if err != nil || stop || due != tc.due {
+			t.Errorf("step %d moved %v age %v: stop %v due %v (%v), want due %v", tc.step, tc.moved, tc.age, stop, due, err, tc.due)
+		}
+	}
+	j.cfg.Train.Checkpoint = false
+	if _, due, _ := j.control(context.Background(), 100, true); due {
+		t.Error("a checkpoint is due with train.checkpoint false")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if stop, _, _ := j.control(ctx, 11, true); !stop {
+		t.Error("an ended context does not stop the run")
 	}
 }
