@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -71,33 +70,8 @@ func TestKilledTrainingResumesExactly(t *testing.T) {
 	if err != nil {
 		t.Fatalf("after %d kills: %v", kills, err)
 	}
-	if !reflect.DeepEqual(comparable(want), comparable(got)) {
-		t.Fatalf("after %d kills the run differs:\n%+v\n%+v", kills, comparable(want), comparable(got))
-	}
-	if a, b := metricLines(t, full), metricLines(t, cut); !reflect.DeepEqual(a, b) {
-		t.Fatalf("after %d kills metrics.jsonl differs:\n%v\n%v", kills, a, b)
-	}
-	a, err := loadCheckpoint(latestPath(t, full), cfgLayout(t, cfg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := loadCheckpoint(latestPath(t, cut), cfgLayout(t, cfg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(a.Params, b.Params) || !reflect.DeepEqual(a.Optim, b.Optim) || !reflect.DeepEqual(a.Workers, b.Workers) {
-		t.Fatalf("after %d kills the final state differs", kills)
-	}
+	sameRun(t, cfg, full, cut, want, got)
 	t.Logf("%d kills, then the resumed run matched the uninterrupted one", kills)
-}
-
-func hasRunFiles(dir string) bool {
-	for _, name := range runFiles {
-		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
-			return true
-		}
-	}
-	return false
 }
 
 // TestDiskFullDuringRun runs training into a small tmpfs that has room for one
@@ -138,11 +112,14 @@ func TestDiskFullDuringRun(t *testing.T) {
 	}
 	t.Logf("stopped by the full disk at %s: %v", filepath.Base(latestPath(t, run)), err) // one checkpoint fitted
 	os.Remove(filler)
-	got := runCfg(t, cfg, run, true)
-	if !reflect.DeepEqual(comparable(want), comparable(got)) {
-		t.Fatalf("resumed after a full disk, the run differs:\n%+v\n%+v", comparable(want), comparable(got))
+	sameRun(t, cfg, full, run, want, runCfg(t, cfg, run, true))
+}
+
+func hasRunFiles(dir string) bool {
+	for _, name := range runFiles {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			return true
+		}
 	}
-	if a, b := metricLines(t, full), metricLines(t, run); !reflect.DeepEqual(a, b) {
-		t.Fatalf("resumed after a full disk, metrics.jsonl differs:\n%v\n%v", a, b)
-	}
+	return false
 }

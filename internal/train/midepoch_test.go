@@ -98,26 +98,37 @@ func TestInterruptedMidEpochResumesExactly(t *testing.T) {
 				}
 				resume = true
 			}
-			got := runCfg(t, cfg, cut, true)
-			if !reflect.DeepEqual(comparable(want), comparable(got)) {
-				t.Fatalf("resumed run differs:\n%+v\n%+v", comparable(want), comparable(got))
-			}
-			if a, b := metricLines(t, full), metricLines(t, cut); !reflect.DeepEqual(a, b) {
-				t.Fatalf("metrics.jsonl differs after resume:\n%v\n%v", a, b)
-			}
-			a, err := loadCheckpoint(latestPath(t, full), cfgLayout(t, cfg))
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := loadCheckpoint(latestPath(t, cut), cfgLayout(t, cfg))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(a.Params, b.Params) || !reflect.DeepEqual(a.Buffers, b.Buffers) || !reflect.DeepEqual(a.Optim, b.Optim) ||
-				!reflect.DeepEqual(a.Workers, b.Workers) {
-				t.Fatal("resumed run ends with different parameters, buffers, optimizer or compressor state")
-			}
+			sameRun(t, cfg, full, cut, want, runCfg(t, cfg, cut, true))
 		})
+	}
+}
+
+// loadNewest loads the newest checkpoint of the run in dir.
+func loadNewest(t *testing.T, cfg configs.Config, dir string) *checkpoint {
+	t.Helper()
+	c, err := loadCheckpoint(latestPath(t, dir), cfgLayout(t, cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// sameRun fails the test unless the runs in dirs a and b (summaries want and
+// got) ended alike: the summary but for time, every metrics.jsonl record but
+// for time, and the newest checkpoint's parameters, buffers, optimizer and
+// compressor state.
+func sameRun(t *testing.T, cfg configs.Config, a, b string, want, got *Summary) {
+	t.Helper()
+	if !reflect.DeepEqual(comparable(want), comparable(got)) {
+		t.Fatalf("the runs differ:\n%+v\n%+v", comparable(want), comparable(got))
+	}
+	if ma, mb := metricLines(t, a), metricLines(t, b); !reflect.DeepEqual(ma, mb) {
+		t.Fatalf("metrics.jsonl differs:\n%v\n%v", ma, mb)
+	}
+	ca, cb := loadNewest(t, cfg, a), loadNewest(t, cfg, b)
+	if !reflect.DeepEqual(ca.Params, cb.Params) || !reflect.DeepEqual(ca.Buffers, cb.Buffers) || !reflect.DeepEqual(ca.Optim, cb.Optim) ||
+		!reflect.DeepEqual(ca.Workers, cb.Workers) {
+		t.Fatal("the runs end with different parameters, buffers, optimizer or compressor state")
 	}
 }
 
@@ -240,10 +251,7 @@ func TestDivergenceStopsTheRun(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "summary.json")); err == nil {
 		t.Error("a diverged run wrote summary.json")
 	}
-	c, lerr := loadCheckpoint(latestPath(t, dir), cfgLayout(t, cfg))
-	if lerr != nil {
-		t.Fatal(lerr)
-	}
+	c := loadNewest(t, cfg, dir)
 	for _, v := range c.Params {
 		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
 			t.Fatalf("the resume point (step %d) holds non-finite parameters", c.GlobalStep)

@@ -106,14 +106,8 @@ func TestMPIFloat64EqualsLocal(t *testing.T) {
 	if err != nil {
 		t.Fatalf("mpirun -np 2: %v\n%s", err, log)
 	}
-	want, err := loadCheckpoint(latestPath(t, localDir), cfgLayout(t, cfg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := loadCheckpoint(latestPath(t, out), cfgLayout(t, cfg))
-	if err != nil {
-		t.Fatal(err)
-	}
+	want := loadNewest(t, cfg, localDir)
+	got := loadNewest(t, cfg, out)
 	for i, v := range got.Params {
 		if math.Float32bits(v) != math.Float32bits(want.Params[i]) {
 			t.Fatalf("parameter %d: %v under mpirun, %v with the local backend", i, v, want.Params[i])

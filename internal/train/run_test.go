@@ -93,28 +93,7 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			got := runCfg(t, cfg, cut, true)
-			if !reflect.DeepEqual(comparable(want), comparable(got)) {
-				t.Fatalf("resumed run differs:\n%+v\n%+v", comparable(want), comparable(got))
-			}
-			a, err := loadCheckpoint(latestPath(t, full), cfgLayout(t, cfg))
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := loadCheckpoint(latestPath(t, cut), cfgLayout(t, cfg))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(a.Params, b.Params) || !reflect.DeepEqual(a.Buffers, b.Buffers) || !reflect.DeepEqual(a.Optim, b.Optim) ||
-				!reflect.DeepEqual(a.Workers, b.Workers) {
-				t.Fatal("resumed run ends with different parameters, buffers, optimizer or compressor state")
-			}
-			ma, _ := os.ReadFile(filepath.Join(full, "metrics.jsonl"))
-			mb, _ := os.ReadFile(filepath.Join(cut, "metrics.jsonl"))
-			if strings.Count(string(ma), "\n") != strings.Count(string(mb), "\n") {
-				t.Fatalf("metrics.jsonl has %d lines after resume, %d uninterrupted",
-					strings.Count(string(mb), "\n"), strings.Count(string(ma), "\n"))
-			}
+			sameRun(t, cfg, full, cut, want, runCfg(t, cfg, cut, true))
 		})
 	}
 }
@@ -212,14 +191,8 @@ func equivalenceAcc(t *testing.T, base configs.Config, model string) (rd, acc1, 
 	d1, d4 := t.TempDir(), t.TempDir()
 	s1 := runCfg(t, one, d1, false)
 	s4 := runCfg(t, four, d4, false)
-	c1, err := loadCheckpoint(latestPath(t, d1), cfgLayout(t, one))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c4, err := loadCheckpoint(latestPath(t, d4), cfgLayout(t, four))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c1 := loadNewest(t, one, d1)
+	c4 := loadNewest(t, four, d4)
 	rd = relDiff(c1.Params, c4.Params)
 	t.Logf("%s: %d steps, relative parameter difference %.3g, test accuracy %.4f vs %.4f",
 		model, s1.Steps, rd, *s1.TestAccuracy, *s4.TestAccuracy)
