@@ -166,16 +166,19 @@ func loadCheckpoint(path string, want layout) (*checkpoint, error) {
 	return c, nil
 }
 
+// epochChanged says why a checkpoint's position may no longer fit the run.
+const epochChanged = " (a resumed run keeps its steps per epoch: the training data, data.batch_size, dist.workers and train.max_steps must not change)"
+
 // checkPosition checks the checkpoint's position in the run against the run's
 // steps per epoch (which the decoder cannot know): the step in the epoch is
 // below it and the global step counts the completed epochs plus that step.
 func (c *checkpoint) checkPosition(path string, stepsPerEpoch int) error {
 	if c.StepInEpoch >= stepsPerEpoch {
-		return fmt.Errorf("checkpoint %s: field StepInEpoch: %d, expected below the run's %d steps per epoch", path, c.StepInEpoch, stepsPerEpoch)
+		return fmt.Errorf("checkpoint %s: field StepInEpoch: %d, expected below the run's %d steps per epoch%s", path, c.StepInEpoch, stepsPerEpoch, epochChanged)
 	}
 	if want := c.Epoch*stepsPerEpoch + c.StepInEpoch; c.GlobalStep != want {
-		return fmt.Errorf("checkpoint %s: field GlobalStep: %d, expected %d (%d epochs of %d steps plus %d)",
-			path, c.GlobalStep, want, c.Epoch, stepsPerEpoch, c.StepInEpoch)
+		return fmt.Errorf("checkpoint %s: field GlobalStep: %d, expected %d (%d epochs of %d steps plus %d)%s",
+			path, c.GlobalStep, want, c.Epoch, stepsPerEpoch, c.StepInEpoch, epochChanged)
 	}
 	return nil
 }
