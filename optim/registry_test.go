@@ -60,7 +60,7 @@ func TestConfigValidate(t *testing.T) {
 	}
 
 	_, err := New(with(sgd, func(c *Config) { c.Momentum = 1.5 }))
-	wantErrorContaining(t, err, "optim.momentum = 1.5", "[0, 1)")
+	wantErrorContaining(t, err, "optim.momentum: 1.5:", "[0, 1)")
 
 	// Valid configurations, including fields an optimizer does not use.
 	for _, c := range []Config{sgd, adam, with(sgd, func(c *Config) { c.Nesterov, c.WeightDecay, c.ClipNorm = true, 5e-4, 1 }), {Name: "sgd", LR: 1}} {
