@@ -15,6 +15,7 @@ import (
 // optimizer is one file and one line here.
 var Registry = map[string]func(Config) (Optimizer, error){
 	"sgd":      asOptimizer(NewSGD),
+	"sgdw":     asOptimizer(NewSGDW),
 	"adam":     asOptimizer(NewAdam),
 	"adamw":    asOptimizer(NewAdamW),
 	"lars":     asOptimizer(NewLARS),
