@@ -15,7 +15,7 @@ import (
 // default 0.001, as eta 0 could never be meant; LAMBMaxGradNorm 0 turns LAMB's
 // clipping off. ApplyDefaults fills Beta1, Beta2 and Eps per optimizer.
 type Config struct {
-	Name        string  `mapstructure:"name" yaml:"name"`                 // registry name: sgd, adam, adamw, lars, lamb, novograd
+	Name        string  `mapstructure:"name" yaml:"name"`                 // registry name, one of Names()
 	LR          float64 `mapstructure:"lr" yaml:"lr"`                     // base learning rate (> 0)
 	Momentum    float64 `mapstructure:"momentum" yaml:"momentum"`         // SGD and LARS momentum in [0, 1)
 	Nesterov    bool    `mapstructure:"nesterov" yaml:"nesterov"`         // SGD and LARS Nesterov momentum
