@@ -1,9 +1,10 @@
 package compress
 
 import (
-	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/gradwire/gradwire/internal/problem"
 )
 
 // Config is the `compress` section of a run config: the algorithm, the layer
@@ -76,23 +77,16 @@ func DefaultConfig() Config {
 	}
 }
 
-// Problem is one invalid setting: the full config key, the value, what is expected.
-type Problem struct {
-	Key   string
-	Value any
-	Want  string
-}
+// Problem is one invalid setting: the full config key, the value, what is
+// expected. It is the type every config section reports.
+type Problem = problem.Problem
 
-func (p Problem) Error() string { return fmt.Sprintf("%s: %v: %s", p.Key, p.Value, p.Want) }
-
-// Problems checks every field's range.
+// Problems checks every field of the compress section on its own and lists all
+// problems, keyed "compress.<key>". Rules that involve other sections (DGC's
+// momentum correction needs plain SGD) are the run config's.
 func (c Config) Problems() []Problem {
-	var ps []Problem
-	bad := func(ok bool, key string, v any, want string) {
-		if !ok {
-			ps = append(ps, Problem{"compress." + key, v, want})
-		}
-	}
+	var ps problem.List
+	bad := func(ok bool, key string, v any, want string) { ps.Need(ok, "compress."+key, v, want) }
 	_, known := Registry[c.Name]
 	bad(known, "name", c.Name, "must be one of "+strings.Join(Names(), ", "))
 	bad(c.MinSize >= 0, "min_size", c.MinSize, "must be at least 0")
@@ -115,14 +109,8 @@ func (c Config) Problems() []Problem {
 	return ps
 }
 
-// Validate reports every problem at once.
-func (c Config) Validate() error {
-	var errs []error
-	for _, p := range c.Problems() {
-		errs = append(errs, p)
-	}
-	return errors.Join(errs...)
-}
+// Validate reports every problem of Problems at once, one per line, or nil.
+func (c Config) Validate() error { return problem.Join(c.Problems()) }
 
 // OwnsMomentum reports whether the configured compressor applies momentum itself
 // (DGC with momentum correction), which requires plain SGD on the receiving side.

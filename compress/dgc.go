@@ -76,7 +76,7 @@ func newDGC(cfg Config, tensors []Tensor, worker, workers int, seed int64, hyper
 	errs := []error{checkDensity(cfg.Density), checkIndexable(tensors)}
 	bad := func(ok bool, key string, v any, want string) {
 		if !ok {
-			errs = append(errs, Problem{"compress." + key, v, want})
+			errs = append(errs, Problem{Key: "compress." + key, Value: v, Want: want})
 		}
 	}
 	d := cfg.DGC

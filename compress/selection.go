@@ -21,7 +21,7 @@ func sparseK(n int, density float64) int {
 // Config.Problems does, for builders called without Validate).
 func checkDensity(d float64) error {
 	if !(d > 0 && d <= 1) { // also rejects NaN
-		return Problem{"compress.density", d, "must be a fraction in (0, 1]"}
+		return Problem{Key: "compress.density", Value: d, Want: "must be a fraction in (0, 1]"}
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gradwire/gradwire/internal/problem"
 	"github.com/spf13/viper"
 	"gopkg.in/yaml.v3"
 )
@@ -79,12 +80,12 @@ func Load(path string, sets []string) (Config, error) {
 
 	for _, p := range c.problems() {
 		switch {
-		case fromSet[p.key]:
-			errs = append(errs, fmt.Errorf("--set: %s", p))
-		case path != "" && v.InConfig(p.key):
-			errs = append(errs, fmt.Errorf("%s: %s", at.of(p.key), p))
+		case fromSet[p.Key]:
+			errs = append(errs, fmt.Errorf("--set: %w", &p))
+		case path != "" && v.InConfig(p.Key):
+			errs = append(errs, fmt.Errorf("%s: %w", at.of(p.Key), &p))
 		default:
-			errs = append(errs, errors.New(p.String()))
+			errs = append(errs, &p)
 		}
 	}
 	if len(errs) > 0 {
@@ -354,26 +355,5 @@ func toSlice(t reflect.Type, v any) (any, bool) {
 }
 
 // show formats a value for an error message: strings quoted, lists as [a, b], a YAML
-// null as null.
-func show(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return "null"
-	case string:
-		return strconv.Quote(x)
-	}
-	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Slice {
-		// A long list is cut: an error message quoting 20,000 sizes hides
-		// what it says.
-		const shown = 8
-		parts := make([]string, min(rv.Len(), shown))
-		for i := range parts {
-			parts[i] = show(rv.Index(i).Interface())
-		}
-		if rv.Len() > shown {
-			parts = append(parts, fmt.Sprintf("... (%d values)", rv.Len()))
-		}
-		return "[" + strings.Join(parts, ", ") + "]"
-	}
-	return fmt.Sprint(v)
-}
+// null as null, as every problem shows its value.
+func show(v any) string { return problem.Show(v) }

@@ -36,29 +36,6 @@ func Names() []string {
 	return out
 }
 
-// withDefaults fills unset sizes with the documented defaults.
-func withDefaults(c Config) Config {
-	if len(c.Hidden) == 0 {
-		c.Hidden = []int{512, 256}
-	}
-	if c.HiddenSize == 0 {
-		c.HiddenSize = 128
-	}
-	if c.Layers == 0 {
-		c.Layers = 2
-	}
-	if c.EmbedDim == 0 {
-		c.EmbedDim = 64
-	}
-	if c.BNMomentum == 0 {
-		c.BNMomentum = 0.1
-	}
-	if c.BNEpsilon == 0 {
-		c.BNEpsilon = 1e-5
-	}
-	return c
-}
-
 // anyImage accepts classification inputs of any (C, H, W) or flat shape.
 func anyImage(_ Config, in Input) error {
 	if in.YLen != 1 {

@@ -1,5 +1,12 @@
 package optim
 
+import (
+	"errors"
+	"reflect"
+
+	"github.com/gradwire/gradwire/internal/problem"
+)
+
 // Config selects and parameterises an optimizer (the `optim` section of a run config).
 //
 // Every bool defaults to false, so the zero Config behaves as documented: behaviour
@@ -8,7 +15,7 @@ package optim
 // default 0.001, as eta 0 could never be meant; LAMBMaxGradNorm 0 turns LAMB's
 // clipping off. ApplyDefaults fills Beta1, Beta2 and Eps per optimizer.
 type Config struct {
-	Name        string  `mapstructure:"name" yaml:"name"`                 // registry name: sgd, adam, adamw, lars, lamb, novograd
+	Name        string  `mapstructure:"name" yaml:"name"`                 // registry name, one of Names()
 	LR          float64 `mapstructure:"lr" yaml:"lr"`                     // base learning rate (> 0)
 	Momentum    float64 `mapstructure:"momentum" yaml:"momentum"`         // SGD and LARS momentum in [0, 1)
 	Nesterov    bool    `mapstructure:"nesterov" yaml:"nesterov"`         // SGD and LARS Nesterov momentum
@@ -53,4 +60,119 @@ type ScheduleConfig struct {
 	BaseBatch    int       `mapstructure:"base_batch" yaml:"base_batch"`       // scale lr by global/base (see Scaling); 0 = off
 	Scaling      string    `mapstructure:"scaling" yaml:"scaling"`             // linear (Goyal et al.) or sqrt (LAMB's rule); "" = linear
 	Power        float64   `mapstructure:"power" yaml:"power"`                 // poly: exponent (> 0); 0 = the default 2
+}
+
+// DefaultConfig is every default of the optim section, in one place: SGD with
+// momentum 0.9 and L2 decay 5e-4, the ResNet-on-CIFAR recipe. Beta1, Beta2 and
+// Eps stay 0 so that ApplyDefaults gives each optimizer its own.
+func DefaultConfig() Config {
+	return Config{
+		Name:            "sgd",
+		LR:              0.05,
+		Momentum:        0.9,
+		WeightDecay:     5e-4,
+		LARSEta:         defaultLARSEta,
+		LAMBMaxGradNorm: 1.0, // apex FusedLAMB
+	}
+}
+
+// DefaultScheduleConfig is every default of the schedule section: cosine decay
+// to 0 without warm-up or batch scaling; the step and poly settings are PyTorch's
+// MultiStepLR gamma and the LARS paper's poly(2).
+func DefaultScheduleConfig() ScheduleConfig {
+	return ScheduleConfig{
+		Name:       "cosine",
+		Milestones: []float64{}, // empty, not nil: what a loaded `milestones: []` decodes to
+		Gamma:      0.1,
+		Scaling:    "linear",
+		Power:      defaultPolyPower,
+	}
+}
+
+// Problems checks the optim section on its own and lists every problem, keyed
+// "optim.<key>". The ranges below hold for every optimizer (their zero is valid
+// where a field is unused); the named optimizer's constructor then adds its own
+// rules, such as eps > 0 for those that divide by it. An unknown name is checked
+// against every registered optimizer's rules, so one run reports all problems.
+func (c Config) Problems() []problem.Problem {
+	var ps problem.List
+	ps.OneOf("optim.name", c.Name, Names())
+	ps.Positive("optim.lr", c.LR)
+	ps.Unit("optim.momentum", c.Momentum)
+	ps.Need(!c.Nesterov || c.Momentum > 0, "optim.nesterov", c.Nesterov, "needs optim.momentum > 0")
+	ps.NonNegative("optim.weight_decay", c.WeightDecay)
+	ps.Unit("optim.beta1", c.Beta1)
+	ps.Unit("optim.beta2", c.Beta2)
+	ps.NonNegative("optim.lars_eta", c.LARSEta)
+	ps.NonNegative("optim.lamb_max_grad_norm", c.LAMBMaxGradNorm)
+	ps.NonNegative("optim.clip_norm", c.ClipNorm)
+
+	names := []string{c.Name}
+	if _, ok := Registry[c.Name]; !ok {
+		names = Names()
+	}
+	for _, name := range names {
+		ownRules(&ps, name, c)
+	}
+	return ps
+}
+
+// ownRules records the problems the constructor of the named optimizer finds in c.
+// A constructor stops at the first, so each offending field is put back to its
+// default and the constructor run again, until it passes.
+func ownRules(ps *problem.List, name string, c Config) {
+	c.Name = name
+	d := DefaultConfig()
+	d.Name = name
+	d.ApplyDefaults()
+	fields := reflect.TypeFor[Config]()
+	for range fields.NumField() { // each round fixes one field
+		_, err := Registry[name](c)
+		if err == nil {
+			return
+		}
+		p, ok := errors.AsType[*problem.Problem](err)
+		if !ok {
+			ps.Need(ps.Has("optim.name"), "optim.name", name, err.Error())
+			return
+		}
+		if !ps.Has(p.Key) {
+			ps.Add(*p)
+		}
+		f, ok := fields.FieldByNameFunc(func(n string) bool {
+			sf, _ := fields.FieldByName(n)
+			return "optim."+sf.Tag.Get("mapstructure") == p.Key
+		})
+		if !ok {
+			return
+		}
+		reflect.ValueOf(&c).Elem().FieldByIndex(f.Index).Set(reflect.ValueOf(d).FieldByIndex(f.Index))
+	}
+}
+
+// Problems checks the schedule section on its own and lists every problem, keyed
+// "schedule.<key>": first the ranges of every field, then, where those hold, the
+// named schedule's own rules (Validate's, such as milestones after the warm-up).
+// That the warm-up fits the run is the run config's rule; NewSchedule checks it too.
+func (sc ScheduleConfig) Problems() []problem.Problem {
+	var ps problem.List
+	ps.OneOf("schedule.name", sc.Name, ScheduleNames())
+	increasing := true
+	for i, e := range sc.Milestones {
+		increasing = increasing && finite(e) && e > 0 && (i == 0 || e > sc.Milestones[i-1])
+	}
+	ps.Need(increasing, "schedule.milestones", sc.Milestones, "must be positive epochs in increasing order")
+	ps.Fraction("schedule.gamma", sc.Gamma)
+	ps.NonNegative("schedule.min_lr", sc.MinLR)
+	ps.Need(finite(sc.WarmupEpochs) && sc.WarmupEpochs >= 0, "schedule.warmup_epochs", sc.WarmupEpochs,
+		"must be a finite number of epochs >= 0 (0 = no warm-up)")
+	ps.AtLeast("schedule.base_batch", sc.BaseBatch, 0)
+	ps.Positive("schedule.power", sc.Power)
+	ps.OneOf("schedule.scaling", sc.Scaling, []string{"linear", "sqrt"})
+	if err := sc.Validate(); err != nil {
+		if p, ok := errors.AsType[*problem.Problem](err); ok && !ps.Has(p.Key) {
+			ps.Add(*p)
+		}
+	}
+	return ps
 }

@@ -48,7 +48,7 @@ func ExampleNewSchedule() {
 func ExampleConfig_Validate() {
 	err := optim.Config{Name: "sgd", LR: 0.1, Momentum: 1}.Validate()
 	fmt.Println(err)
-	// Output: optim.momentum = 1: want a number in [0, 1)
+	// Output: optim.momentum: 1: must be in [0, 1)
 }
 
 // Bytes of optimizer state per parameter, as the trainer reports it: NovoGrad keeps one

@@ -86,7 +86,7 @@ func wantFieldError(t *testing.T, err error, key string) {
 	if !errors.As(err, &fe) {
 		t.Fatalf("error %v, want a *FieldError for %s", err, key)
 	}
-	if fe.Key != key || !strings.HasPrefix(err.Error(), key+" = ") {
+	if fe.Key != key || !strings.HasPrefix(err.Error(), key+": ") {
 		t.Errorf("error %q names %s, want %s", err, fe.Key, key)
 	}
 }

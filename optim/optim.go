@@ -1,5 +1,3 @@
-// Package optim holds the optimizers and learning-rate schedules. It works on flat
-// per-tensor views of the parameters and never imports Gorgonia.
 package optim
 
 // Param is one parameter tensor: a view into the model's flat parameter buffer and

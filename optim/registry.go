@@ -2,17 +2,20 @@ package optim
 
 import (
 	"fmt"
+	"github.com/gradwire/gradwire/internal/problem"
 	"maps"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 )
 
 // Registry maps each optimizer name (Config.Name) to its constructor. Every
-// constructor validates the fields it uses and returns a *FieldError naming the key.
+// constructor validates the fields it uses and returns a *FieldError naming the key;
+// Names, Config.Problems and the run config's checks all follow this map, so a new
+// optimizer is one file and one line here.
 var Registry = map[string]func(Config) (Optimizer, error){
 	"sgd":      asOptimizer(NewSGD),
+	"sgdw":     asOptimizer(NewSGDW),
 	"adam":     asOptimizer(NewAdam),
 	"adamw":    asOptimizer(NewAdamW),
 	"lars":     asOptimizer(NewLARS),
@@ -37,7 +40,7 @@ func asOptimizer[T Optimizer](f func(Config) (T, error)) func(Config) (Optimizer
 func New(c Config) (Optimizer, error) {
 	f, ok := Registry[c.Name]
 	if !ok {
-		return nil, &FieldError{Key: "optim.name", Value: c.Name, Want: "one of " + strings.Join(Names(), ", ")}
+		return nil, &FieldError{Key: "optim.name", Value: c.Name, Want: "must be one of " + strings.Join(Names(), ", ")}
 	}
 	return f(c)
 }
@@ -45,13 +48,8 @@ func New(c Config) (Optimizer, error) {
 // Names returns the registered optimizer names, sorted.
 func Names() []string { return slices.Sorted(maps.Keys(Registry)) }
 
-// Validate reports the first invalid field of c as a *FieldError: the name must be
-// registered, and the fields the named optimizer uses must be in range. Fields the
-// optimizer does not use are not checked.
-func (c Config) Validate() error {
-	_, err := New(c) // constructors hold the checks and allocate no buffers
-	return err
-}
+// Validate reports every problem of Problems at once, one per line, or nil.
+func (c Config) Validate() error { return problem.Join(c.Problems()) }
 
 // defaults holds, per optimizer, the values ApplyDefaults puts into the fields below
 // when they are zero: the defaults of each optimizer's paper or reference code.
@@ -101,13 +99,13 @@ func (c *Config) ApplyDefaults() {
 // moments (adam, adamw, lamb, novograd), named by who.
 func (c Config) validateMoments(who string) error {
 	if !(c.Beta1 >= 0 && c.Beta1 < 1) {
-		return &FieldError{Key: "optim.beta1", Value: c.Beta1, Want: "a number in [0, 1)"}
+		return &FieldError{Key: "optim.beta1", Value: c.Beta1, Want: "must be in [0, 1)"}
 	}
 	if !(c.Beta2 >= 0 && c.Beta2 < 1) {
-		return &FieldError{Key: "optim.beta2", Value: c.Beta2, Want: "a number in [0, 1)"}
+		return &FieldError{Key: "optim.beta2", Value: c.Beta2, Want: "must be in [0, 1)"}
 	}
 	if !(c.Eps > 0) || math.IsInf(c.Eps, 0) {
-		return &FieldError{Key: "optim.eps", Value: c.Eps, Want: fmt.Sprintf("a finite number > 0 (ApplyDefaults sets %g for %s)", defaults[who].Eps, who)}
+		return &FieldError{Key: "optim.eps", Value: c.Eps, Want: fmt.Sprintf("must be a positive number (%s's default is %g)", who, defaults[who].Eps)}
 	}
 	return nil
 }
@@ -115,43 +113,31 @@ func (c Config) validateMoments(who string) error {
 // validateCommon checks the fields every optimizer uses.
 func (c Config) validateCommon() error {
 	if !finite(c.LR) || c.LR <= 0 {
-		return &FieldError{Key: "optim.lr", Value: c.LR, Want: "a finite number > 0"}
+		return &FieldError{Key: "optim.lr", Value: c.LR, Want: "must be a positive number"}
 	}
 	if !finite(c.WeightDecay) || c.WeightDecay < 0 {
-		return &FieldError{Key: "optim.weight_decay", Value: c.WeightDecay, Want: "a finite number >= 0"}
+		return &FieldError{Key: "optim.weight_decay", Value: c.WeightDecay, Want: "must be a non-negative number"}
 	}
 	if !finite(c.ClipNorm) || c.ClipNorm < 0 {
-		return &FieldError{Key: "optim.clip_norm", Value: c.ClipNorm, Want: "a finite number >= 0 (0 turns clipping off)"}
+		return &FieldError{Key: "optim.clip_norm", Value: c.ClipNorm, Want: "must be a non-negative number (0 turns clipping off)"}
 	}
 	return nil
 }
 
-// FieldError is an invalid configuration value.
-type FieldError struct {
-	Key   string // the config key, e.g. "optim.lr" or "schedule.gamma"
-	Value any    // the value found
-	Want  string // what is expected instead
-}
+// FieldError is an invalid configuration value: the key, the value and what is
+// expected. It is the problem type every config section reports.
+type FieldError = problem.Problem
 
-// Error returns e.g. `optim.lr = -0.1: want a finite number > 0`.
-func (e *FieldError) Error() string {
-	v := fmt.Sprint(e.Value)
-	if s, ok := e.Value.(string); ok {
-		v = strconv.Quote(s)
-	}
-	return fmt.Sprintf("%s = %s: want %s", e.Key, v, e.Want)
-}
-
-func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+func finite(x float64) bool { return problem.Finite(x) }
 
 // validateMomentum checks Momentum and Nesterov for the optimizers with heavy-ball
 // momentum (sgd, lars).
 func (c Config) validateMomentum() error {
 	if !(c.Momentum >= 0 && c.Momentum < 1) {
-		return &FieldError{Key: "optim.momentum", Value: c.Momentum, Want: "a number in [0, 1)"}
+		return &FieldError{Key: "optim.momentum", Value: c.Momentum, Want: "must be in [0, 1)"}
 	}
 	if c.Nesterov && c.Momentum == 0 {
-		return &FieldError{Key: "optim.nesterov", Value: true, Want: "optim.momentum > 0 (Nesterov momentum needs momentum)"}
+		return &FieldError{Key: "optim.nesterov", Value: true, Want: "needs optim.momentum > 0"}
 	}
 	return nil
 }

@@ -4,20 +4,26 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 )
 
 func TestNames(t *testing.T) {
-	want := []string{"adam", "adamw", "lamb", "lars", "novograd", "sgd"}
-	if got := Names(); !slices.Equal(got, want) {
-		t.Errorf("Names() = %v, want %v", got, want)
+	got := Names()
+	if !slices.IsSorted(got) || len(got) != len(Registry) {
+		t.Errorf("Names() = %v, want the %d Registry names sorted", got, len(Registry))
+	}
+	for _, name := range []string{"adam", "adamw", "lamb", "lars", "novograd", "sgd"} {
+		if !slices.Contains(got, name) {
+			t.Errorf("Names() = %v, missing %s", got, name)
+		}
 	}
 }
 
 func TestNewUnknownName(t *testing.T) {
 	_, err := New(Config{Name: "adagrad", LR: 0.1})
 	wantFieldError(t, err, "optim.name")
-	wantErrorContaining(t, err, `"adagrad"`, "adam, adamw, lamb, lars, novograd, sgd")
+	wantErrorContaining(t, err, `"adagrad"`, strings.Join(Names(), ", "))
 }
 
 func TestConfigValidate(t *testing.T) {
@@ -60,7 +66,7 @@ func TestConfigValidate(t *testing.T) {
 	}
 
 	_, err := New(with(sgd, func(c *Config) { c.Momentum = 1.5 }))
-	wantErrorContaining(t, err, "optim.momentum = 1.5", "[0, 1)")
+	wantErrorContaining(t, err, "optim.momentum: 1.5:", "[0, 1)")
 
 	// Valid configurations, including fields an optimizer does not use.
 	for _, c := range []Config{sgd, adam, with(sgd, func(c *Config) { c.Nesterov, c.WeightDecay, c.ClipNorm = true, 5e-4, 1 }), {Name: "sgd", LR: 1}} {
@@ -118,8 +124,9 @@ type optimCase struct {
 }
 
 // registryCases covers every Registry entry (TestCasesCoverRegistry checks it), with
-// and without its options.
-var registryCases = []optimCase{
+// and without its options: the listed cases, then, for an optimizer they do not
+// name, its defaults with lr 0.1 and momentum 0.9, so a new entry is tested at once.
+var registryCases = withRegistryDefaults([]optimCase{
 	{"sgd", Config{Name: "sgd", LR: 0.1}},
 	{"sgd-momentum", Config{Name: "sgd", LR: 0.1, Momentum: 0.9}},
 	{"sgd-nesterov", Config{Name: "sgd", LR: 0.1, Momentum: 0.9, Nesterov: true}},
@@ -132,6 +139,18 @@ var registryCases = []optimCase{
 	{"lamb-no-bias-correction-groups", Config{Name: "lamb", LR: 0.1, Beta1: 0.9, Beta2: 0.999, Eps: 1e-6, LAMBNoBiasCorrection: true, DecayNormBias: true, AdaptNormBias: true}},
 	{"novograd", withName(novogradHyper, "novograd", 0)},
 	{"novograd-averaging-eps-inside", Config{Name: "novograd", LR: 0.1, Beta1: 0.95, Beta2: 0.98, Eps: 1e-8, NovoGradGradAveraging: true, NovoGradEpsInsideSqrt: true}},
+})
+
+func withRegistryDefaults(cases []optimCase) []optimCase {
+	for _, name := range Names() {
+		if slices.ContainsFunc(cases, func(c optimCase) bool { return c.cfg.Name == name }) {
+			continue
+		}
+		c := Config{Name: name, LR: 0.1, Momentum: 0.9}
+		c.ApplyDefaults()
+		cases = append(cases, optimCase{name + "-defaults", c})
+	}
+	return cases
 }
 
 // withDecay returns the registry cases with weight decay on, for tests that do not

@@ -143,7 +143,7 @@ func TestScheduleValidation(t *testing.T) {
 
 	// The message names the offending value too.
 	_, err := NewSchedule(step(30, 20), 0.1, 32, 10, 1000)
-	wantErrorContaining(t, err, "schedule.milestones = [30 20]", "20 follows 30")
+	wantErrorContaining(t, err, "schedule.milestones: [30, 20]:", "20 follows 30")
 
 	// Run-shape arguments are checked too.
 	sc := ScheduleConfig{Name: "constant", BaseBatch: 256}
