@@ -109,8 +109,9 @@ func newAdaComp(cfg Config, tensors []Tensor, _, _ int, _ int64, _ Hyper) (Compr
 	return c, nil
 }
 
-func (c *adaComp) Kind() dist.Kind     { return dist.KindAllGather }
-func (c *adaComp) Rounds() int         { return 1 }
+// Needs: AdaComp keeps its residue itself: its selection reads the raw
+// gradient too (H = G + g), not only the compensated one.
+func (c *adaComp) Needs() Needs        { return Needs{Collective: dist.KindAllGather, Rounds: 1} }
 func (c *adaComp) Steady(Context) bool { return true } // no warm-up
 
 // Compensated is G = R + g of the last step.
@@ -122,7 +123,7 @@ func (c *adaComp) Sent() []float32 { return c.sent }
 // Residual is R after the last step.
 func (c *adaComp) Residual() []float32 { return c.residual }
 
-func (c *adaComp) Compress(r int, grad []float32, _ Combined, _ Context) (Payload, error) {
+func (c *adaComp) Encode(r int, grad []float32, _ Combined, _ Context) (Payload, error) {
 	if r != 0 {
 		return Payload{}, fmt.Errorf("compress adacomp: round %d of 1", r)
 	}
@@ -212,9 +213,9 @@ func (c *adaComp) compressTensor(e *Encoder, t Tensor, bin int, g []float32) {
 	e.Float32s([]float32{scale})
 }
 
-// Decompress scatter-adds every worker's values in rank order, then divides by
+// Decode scatter-adds every worker's values in rank order, then divides by
 // the number of workers.
-func (c *adaComp) Decompress(last Combined, dst []float32, _ Context) error {
+func (c *adaComp) Decode(last Combined, dst []float32, _ Context) error {
 	if len(dst) != len(c.residual) {
 		return fmt.Errorf("compress adacomp: output of %d values, expected %d", len(dst), len(c.residual))
 	}

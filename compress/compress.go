@@ -61,34 +61,46 @@ type Combined struct {
 	Workers int
 }
 
+// Needs is what a compressor asks of the exchange, fixed when it is built.
+type Needs struct {
+	// Collective is the collective every round needs: all-reduce rounds sum
+	// the workers' Floats element-wise, so only payloads whose sum decodes to
+	// the sum of the decoded payloads may use it.
+	Collective dist.Kind
+	// Rounds is the number of collective rounds per step (PowerSGD: 2).
+	Rounds int
+	// ErrorFeedback asks the exchange to keep the residual: it adds it to the
+	// gradient before Encode and sets it to the compensated gradient minus
+	// Decode of this worker's own payload. Compressors whose residual is not
+	// that (DGC's masked velocity, PowerSGD's residual against the aggregated
+	// P, AdaComp's bins) keep it themselves and leave this false.
+	ErrorFeedback bool
+	// OwnsMomentum: the compressor applies momentum and weight decay itself
+	// (DGC's momentum correction), so the optimizer must take plain steps on
+	// the compressed tensors.
+	OwnsMomentum bool
+}
+
 // Compressor is one logical worker's side of a compression algorithm for the
 // tensors it compresses (tensors that the layer policy sends dense never reach
-// it). The exchange calls Compress for rounds 0..Rounds()-1, combining each
-// round's payloads through the collective of Kind, then Decompress.
+// it). The exchange calls Encode for rounds 0..Rounds-1, combining each
+// round's payloads through the Collective, then Decode.
 type Compressor interface {
-	// Kind is the collective every round of this compressor needs.
-	Kind() dist.Kind
-	// Rounds is the number of collective rounds per step (PowerSGD: 2).
-	Rounds() int
-	// Compress returns round r's payload for this worker's packed gradient grad
-	// (which it may use as scratch: the exchange does not read it afterwards);
-	// for r > 0, prev is round r-1's combined result.
-	Compress(r int, grad []float32, prev Combined, ctx Context) (Payload, error)
-	// Decompress writes the mean over workers of the decompressed gradients into
-	// dst (packed like grad) from the last round's combined result.
-	Decompress(last Combined, dst []float32, ctx Context) error
+	Needs() Needs
+	// Encode returns round r's payload for this worker's packed gradient grad
+	// (compensated when Needs.ErrorFeedback; the compressor may use it as
+	// scratch: the exchange does not read it afterwards); for r > 0, prev is
+	// round r-1's combined result.
+	Encode(r int, grad []float32, prev Combined, ctx Context) (Payload, error)
+	// Decode writes the mean over last.Workers of the decoded payloads into
+	// dst (packed like grad) from the last round's combined result. With one
+	// worker's payload it decodes exactly what that worker sent.
+	Decode(last Combined, dst []float32, ctx Context) error
 	// Steady reports whether the step is past the compressor's warm-up (for the
 	// steady-state compression ratio).
 	Steady(ctx Context) bool
-	// State returns the worker's compressor state (residuals, momenta, ...) as
-	// named buffers for checkpoints; SetState restores it.
+	// State returns the worker's compressor state (momenta, ...) as named
+	// buffers for checkpoints; SetState restores it.
 	State() map[string][]float32
 	SetState(map[string][]float32) error
-}
-
-// MomentumOwner is implemented by compressors that apply momentum themselves
-// (DGC's momentum correction): compressed tensors must then get plain SGD
-// without momentum on the receiving side.
-type MomentumOwner interface {
-	OwnsMomentum() bool
 }

@@ -88,7 +88,7 @@ func runWorkers(t *testing.T, name string, n, steps int) []*workerRun {
 	prevResidual := make([][]float32, n)
 	for step := 0; step < steps; step++ {
 		for w, r := range runs {
-			if ef, ok := r.x.Compressor().(ErrorFeedback); ok {
+			if ef := r.x.Feedback(); ef != nil {
 				prevResidual[w] = append(prevResidual[w][:0], ef.Residual()...)
 			}
 		}
@@ -115,14 +115,14 @@ func runWorkers(t *testing.T, name string, n, steps int) []*workerRun {
 			}
 		}
 		for w, r := range runs {
-			ef, ok := r.x.Compressor().(ErrorFeedback)
-			if !ok {
+			ef := r.x.Feedback()
+			if ef == nil {
 				continue
 			}
 			c, s, e := ef.Compensated(), ef.Sent(), ef.Residual()
 			// Error feedback adds the previous residual to the new gradient
 			// (compressors that apply momentum first accumulate velocity instead).
-			if mo, ok := r.x.Compressor().(MomentumOwner); !ok || !mo.OwnsMomentum() {
+			if !r.x.Compressor().Needs().OwnsMomentum {
 				for _, tn := range r.x.packed {
 					for i := 0; i < tn.Size; i++ {
 						want := r.grads[step][tn.FlatOffset+i] + prevResidual[w][tn.Offset+i]
@@ -287,7 +287,7 @@ func TestCountedBytesEqualEncodedLength(t *testing.T) {
 				}
 				return
 			}
-			switch xs[0].Compressor().Kind() {
+			switch xs[0].Compressor().Needs().Collective {
 			case dist.KindAllGather:
 				if tr.Wire != denseBytes+cms[0].gathered {
 					t.Fatalf("counted %d bytes, the collective carried %d dense + %d gathered", tr.Wire, denseBytes, cms[0].gathered)
@@ -310,7 +310,7 @@ func TestStateRoundTrip(t *testing.T) {
 			if runs[0].x.Compressor() == nil {
 				return // none: no state
 			}
-			st := runs[0].x.Compressor().State()
+			st := runs[0].x.State()
 			b, err := json.Marshal(st)
 			if err != nil {
 				t.Fatal(err)
@@ -319,7 +319,7 @@ func TestStateRoundTrip(t *testing.T) {
 			if err := json.Unmarshal(b, &back); err != nil {
 				t.Fatal(err)
 			}
-			if err := runs[0].x.Compressor().SetState(back); err != nil {
+			if err := runs[0].x.SetState(back); err != nil {
 				t.Fatal(err)
 			}
 			if len(st) > 0 {
@@ -328,7 +328,7 @@ func TestStateRoundTrip(t *testing.T) {
 					bad[k] = []float32{1}
 					break
 				}
-				if err := runs[0].x.Compressor().SetState(bad); err == nil {
+				if err := runs[0].x.SetState(bad); err == nil {
 					t.Fatal("SetState accepted a buffer of the wrong length")
 				}
 			}

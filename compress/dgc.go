@@ -67,7 +67,6 @@ type dgc struct {
 
 var (
 	_ Compressor    = (*dgc)(nil)
-	_ MomentumOwner = (*dgc)(nil)
 	_ ErrorFeedback = (*dgc)(nil)
 )
 
@@ -98,12 +97,12 @@ func newDGC(cfg Config, tensors []Tensor, worker, workers int, seed int64, hyper
 	return c, nil
 }
 
-func (c *dgc) Kind() dist.Kind { return dist.KindAllGather }
-func (c *dgc) Rounds() int     { return 1 }
-
-// OwnsMomentum is true with momentum correction: the optimizer must then take
-// plain SGD steps, without momentum and weight decay, on the compressed tensors.
-func (c *dgc) OwnsMomentum() bool { return c.cfg.MomentumCorrection }
+// Needs: DGC keeps its own accumulator (masked, with momentum), and with
+// momentum correction the optimizer must take plain SGD steps, without
+// momentum and weight decay, on the compressed tensors.
+func (c *dgc) Needs() Needs {
+	return Needs{Collective: dist.KindAllGather, Rounds: 1, OwnsMomentum: c.cfg.MomentumCorrection}
+}
 
 // Steady reports whether the density warm-up is over.
 func (c *dgc) Steady(ctx Context) bool { return ctx.Epoch() >= c.cfg.WarmupEpochs }
@@ -213,7 +212,7 @@ func (c *dgc) accumulate(g, w, u, v []float32, scale float32) {
 // |v| and encodes, per tensor in layout order, the count (uint32), the
 // indices (int32, or uint16 with compress.narrow_indices where they fit) and
 // the values (float32, or float16 with compress.fp16_values).
-func (c *dgc) Compress(r int, grad []float32, _ Combined, ctx Context) (Payload, error) {
+func (c *dgc) Encode(r int, grad []float32, _ Combined, ctx Context) (Payload, error) {
 	if r != 0 {
 		return Payload{}, fmt.Errorf("dgc: round %d of 1", r)
 	}
@@ -288,9 +287,9 @@ func (c *dgc) flatEnd() int {
 	return end
 }
 
-// Decompress scatter-adds every worker's (index, value) pairs into dst, in
+// Decode scatter-adds every worker's (index, value) pairs into dst, in
 // rank order so that every worker rounds alike, and divides by N.
-func (c *dgc) Decompress(last Combined, dst []float32, _ Context) error {
+func (c *dgc) Decode(last Combined, dst []float32, _ Context) error {
 	clear(dst)
 	for rank, b := range last.Bytes {
 		d := NewDecoder(b)

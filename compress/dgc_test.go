@@ -44,14 +44,14 @@ func dgcBuild(t testing.TB, cfg Config, sizes []int, workers, flatShift int, hyp
 func dgcStep(t testing.TB, c *dgc, grad []float32, step int, params []float32) (Payload, []float32) {
 	t.Helper()
 	ctx := Context{Step: step, StepsPerEpoch: 2, Workers: c.workers, Params: params}
-	p, err := c.Compress(0, slices.Clone(grad), Combined{}, ctx)
+	p, err := c.Encode(0, slices.Clone(grad), Combined{}, ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.Bytes = slices.Clone(p.Bytes)
 	p.TensorWire = slices.Clone(p.TensorWire)
 	out := make([]float32, len(grad))
-	if err := c.Decompress(Combined{Bytes: [][]byte{p.Bytes}, Workers: 1}, out, ctx); err != nil {
+	if err := c.Decode(Combined{Bytes: [][]byte{p.Bytes}, Workers: 1}, out, ctx); err != nil {
 		t.Fatal(err)
 	}
 	return p, out
@@ -168,7 +168,7 @@ func TestDGCMomentumCorrection(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := dgcBuild(t, dgcTestConfig(0.25), []int{4}, 1, 0, Hyper{Momentum: 0.5, Nesterov: tc.nesterov})
-			if !c.OwnsMomentum() {
+			if !c.Needs().OwnsMomentum {
 				t.Fatal("momentum correction must own the momentum")
 			}
 			for s, g := range dgcHandGrads {
@@ -207,7 +207,7 @@ func TestDGCGradientAccumulation(t *testing.T) {
 	cfg := dgcTestConfig(0.25)
 	cfg.DGC.MomentumCorrection = false
 	c := dgcBuild(t, cfg, []int{4}, 1, 0, Hyper{Momentum: 0.9, WeightDecay: 0.5})
-	if c.OwnsMomentum() || c.u != nil {
+	if c.Needs().OwnsMomentum || c.u != nil {
 		t.Fatal("gradient accumulation must leave the momentum to the optimizer")
 	}
 	params := []float32{8, 8, 8, 8}
@@ -236,7 +236,7 @@ func TestDGCWeightDecay(t *testing.T) {
 	dgcClose(t, "step 1 sent", out, []float32{0, 0, 0, 1}, 1e-6)
 	dgcClose(t, "step 1 u", c.u, []float32{0.1, 0.3, 0.45, 0}, 1e-6)
 
-	if _, err := c.Compress(0, make([]float32, 4), Combined{}, Context{Params: params[:5]}); err == nil {
+	if _, err := c.Encode(0, make([]float32, 4), Combined{}, Context{Params: params[:5]}); err == nil {
 		t.Error("weight decay with parameters that do not cover the tensor was accepted")
 	}
 
@@ -504,7 +504,7 @@ func TestDGCPayload(t *testing.T) {
 		}
 		p2, _ := dgcStep(t, c2, g2, 0, nil)
 		mean := make([]float32, len(g))
-		if err := c.Decompress(Combined{Bytes: [][]byte{p.Bytes, p2.Bytes}, Workers: 2}, mean, Context{}); err != nil {
+		if err := c.Decode(Combined{Bytes: [][]byte{p.Bytes, p2.Bytes}, Workers: 2}, mean, Context{}); err != nil {
 			t.Fatal(err)
 		}
 		for i := range out {
@@ -514,10 +514,10 @@ func TestDGCPayload(t *testing.T) {
 
 		bad := slices.Clone(p.Bytes)
 		binary.LittleEndian.PutUint32(bad[4:], 8) // index 8 of an 8-element tensor
-		if err := c.Decompress(Combined{Bytes: [][]byte{bad}, Workers: 1}, mean, Context{}); err == nil {
+		if err := c.Decode(Combined{Bytes: [][]byte{bad}, Workers: 1}, mean, Context{}); err == nil {
 			t.Errorf("fp16 %v: out-of-range index accepted", fp16)
 		}
-		if err := c.Decompress(Combined{Bytes: [][]byte{p.Bytes[:len(p.Bytes)-1]}, Workers: 1}, mean, Context{}); err == nil {
+		if err := c.Decode(Combined{Bytes: [][]byte{p.Bytes[:len(p.Bytes)-1]}, Workers: 1}, mean, Context{}); err == nil {
 			t.Errorf("fp16 %v: truncated payload accepted", fp16)
 		}
 	}
@@ -628,12 +628,12 @@ func TestDGCStepDoesNotAllocate(t *testing.T) {
 	all := make([][]byte, 1)
 	ctx := Context{Step: 100, StepsPerEpoch: 2, Workers: 4, Params: params}
 	step := func() {
-		p, err := c.Compress(0, g, Combined{}, ctx)
+		p, err := c.Encode(0, g, Combined{}, ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		all[0] = p.Bytes
-		if err := c.Decompress(Combined{Bytes: all, Workers: 1}, out, ctx); err != nil {
+		if err := c.Decode(Combined{Bytes: all, Workers: 1}, out, ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -669,12 +669,12 @@ func BenchmarkDGC(b *testing.B) {
 				all := make([][]byte, 1)
 				ctx := Context{Workers: 1, Params: params}
 				step := func() {
-					p, err := c.Compress(0, g, Combined{}, ctx)
+					p, err := c.Encode(0, g, Combined{}, ctx)
 					if err != nil {
 						b.Fatal(err)
 					}
 					all[0] = p.Bytes
-					if err := c.Decompress(Combined{Bytes: all, Workers: 1}, out, ctx); err != nil {
+					if err := c.Decode(Combined{Bytes: all, Workers: 1}, out, ctx); err != nil {
 						b.Fatal(err)
 					}
 				}

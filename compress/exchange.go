@@ -50,6 +50,7 @@ type Exchange struct {
 	member    dist.Collective
 	denseFP16 bool       // dense tensors travel as float16
 	comp      Compressor // nil when every tensor travels dense
+	send      *sender    // the generic step around comp
 	dense     []Tensor   // Offset = position in dbuf
 	packed    []Tensor   // Offset = position in cbuf
 	dbuf      []float32
@@ -113,6 +114,7 @@ func NewExchange(cfg Config, params []optim.Param, member dist.Collective, seed 
 		if x.comp, err = build(cfg, x.packed, member.Rank(), member.Size(), seed, hyper); err != nil {
 			return nil, err
 		}
+		x.send = newSender(cfg.Name, x.comp, len(x.cbuf))
 		x.out = make([]float32, len(x.cbuf))
 	}
 	return x, nil
@@ -120,6 +122,34 @@ func NewExchange(cfg Config, params []optim.Param, member dist.Collective, seed 
 
 // Compressor is the worker's compressor (nil when nothing is compressed).
 func (x *Exchange) Compressor() Compressor { return x.comp }
+
+// Feedback is the worker's error feedback (nil when nothing is fed back).
+func (x *Exchange) Feedback() ErrorFeedback {
+	if x.send == nil {
+		return nil
+	}
+	return x.send.Feedback()
+}
+
+// State is the worker's exchange state for checkpoints: the compressor's
+// buffers and the error-feedback residual (nil when nothing is compressed).
+func (x *Exchange) State() map[string][]float32 {
+	if x.send == nil {
+		return nil
+	}
+	return x.send.State()
+}
+
+// SetState restores State's buffers; on error nothing changes.
+func (x *Exchange) SetState(st map[string][]float32) error {
+	if x.send == nil {
+		if len(st) > 0 {
+			return fmt.Errorf("compress: state has %d buffers, but no tensor is compressed", len(st))
+		}
+		return nil
+	}
+	return x.send.SetState(st)
+}
 
 // CompressedTensors lists the tensors the compressor handles.
 func (x *Exchange) CompressedTensors() []Tensor { return x.packed }
@@ -185,12 +215,12 @@ func (x *Exchange) Exchange(grad []float32, step int) error {
 		copy(x.cbuf[t.Offset:t.Offset+t.Size], grad[t.FlatOffset:t.FlatOffset+t.Size])
 	}
 	var prev Combined
-	for r := 0; r < x.comp.Rounds(); r++ {
-		p, err := x.comp.Compress(r, x.cbuf, prev, ctx)
+	for r := 0; r < x.send.needs.Rounds; r++ {
+		p, err := x.send.Compress(r, x.cbuf, prev, ctx)
 		if err != nil {
-			return fmt.Errorf("compress %s: round %d: %w", x.comp.Kind(), r, err)
+			return fmt.Errorf("compress %s: round %d: %w", x.send.name, r, err)
 		}
-		switch x.comp.Kind() {
+		switch x.send.needs.Collective {
 		case dist.KindAllReduce:
 			if n > 1 {
 				if err := x.member.AllReduce(p.Floats); err != nil {
@@ -209,7 +239,7 @@ func (x *Exchange) Exchange(grad []float32, step int) error {
 		}
 		x.countPayload(p, r, count)
 	}
-	if err := x.comp.Decompress(prev, x.out, ctx); err != nil {
+	if err := x.send.Decompress(prev, x.out, ctx); err != nil {
 		return err
 	}
 	for _, t := range x.packed {

@@ -1,5 +1,13 @@
 package compress
 
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/gradwire/gradwire/dist"
+)
+
 // Memory is error feedback (the residual accumulation of Seide et al. 2014 and
 // Lin et al. 2018): what a worker did not send is added to its next gradient.
 // It keeps the compensated gradient of the step, so that the invariant
@@ -43,4 +51,104 @@ type ErrorFeedback interface {
 	Compensated() []float32
 	Sent() []float32
 	Residual() []float32
+}
+
+// sender is the generic part of one worker's step around its compressor:
+// error feedback when the compressor asks for it, and the checkpoint state of
+// both. Encode and Decode stay the compressor's.
+type sender struct {
+	name  string // registry name, for errors
+	c     Compressor
+	needs Needs
+	mem   *Memory   // nil without Needs.ErrorFeedback
+	sent  []float32 // Decode of this worker's own payload
+	own   [][]byte  // one-payload Combined for the own decode, reused
+	ef    ErrorFeedback
+}
+
+func newSender(name string, c Compressor, n int) *sender {
+	s := &sender{name: name, c: c, needs: c.Needs(), own: make([][]byte, 1)}
+	if s.needs.ErrorFeedback {
+		s.mem, s.sent = NewMemory(n), make([]float32, n)
+		s.ef = s
+	} else if ef, ok := c.(ErrorFeedback); ok {
+		s.ef = ef
+	}
+	return s
+}
+
+// Compress returns round r's payload: with error feedback, round 0 first adds
+// the residual to grad, and the last round sets the residual to what this
+// worker's own payload does not carry.
+func (s *sender) Compress(r int, grad []float32, prev Combined, ctx Context) (Payload, error) {
+	if s.mem != nil && r == 0 {
+		s.mem.Compensate(grad)
+	}
+	p, err := s.c.Encode(r, grad, prev, ctx)
+	if err != nil || s.mem == nil || r != s.needs.Rounds-1 {
+		return p, err
+	}
+	// Decode before the collective: an all-reduce sums into p.Floats.
+	own := Combined{Floats: p.Floats, Workers: 1}
+	if s.needs.Collective == dist.KindAllGather {
+		s.own[0] = p.Bytes
+		own = Combined{Bytes: s.own, Workers: 1}
+	}
+	if err := s.c.Decode(own, s.sent, ctx); err != nil {
+		return p, fmt.Errorf("%s: decoding the own payload: %w", s.name, err)
+	}
+	s.mem.Update(s.sent)
+	return p, nil
+}
+
+// Decompress is the compressor's Decode.
+func (s *sender) Decompress(last Combined, dst []float32, ctx Context) error {
+	return s.c.Decode(last, dst, ctx)
+}
+
+// Feedback is the worker's error feedback, nil when nothing is fed back.
+func (s *sender) Feedback() ErrorFeedback { return s.ef }
+
+// Compensated is the step's gradient plus the previous residual.
+func (s *sender) Compensated() []float32 { return s.mem.Compensated() }
+
+// Sent is what this worker's payload decodes to.
+func (s *sender) Sent() []float32 { return s.sent }
+
+// Residual is what is carried into the next step.
+func (s *sender) Residual() []float32 { return s.mem.Residual() }
+
+// State is the compressor's state plus, with error feedback, a copy of the
+// residual named "residual".
+func (s *sender) State() map[string][]float32 {
+	st := s.c.State()
+	if s.mem != nil {
+		if st == nil {
+			st = map[string][]float32{}
+		}
+		st["residual"] = slices.Clone(s.mem.Residual())
+	}
+	return st
+}
+
+// SetState restores State's buffers; with error feedback the residual must be
+// present with the right length. On error nothing changes.
+func (s *sender) SetState(st map[string][]float32) error {
+	if s.mem == nil {
+		return s.c.SetState(st)
+	}
+	r, has := st["residual"]
+	switch {
+	case !has:
+		return fmt.Errorf("%s: state has no \"residual\" buffer", s.name)
+	case has && len(r) != len(s.mem.Residual()):
+		return fmt.Errorf("%s: state buffer \"residual\" has %d values, want %d", s.name, len(r), len(s.mem.Residual()))
+	}
+	rest := maps.Clone(st)
+	delete(rest, "residual")
+	if err := s.c.SetState(rest); err != nil {
+		return err
+	}
+	copy(s.mem.Residual(), r)
+	return nil
 }

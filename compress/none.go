@@ -14,18 +14,17 @@ func newNone(_ Config, tensors []Tensor, _, _ int, _ int64, _ Hyper) (Compressor
 	return &none{buf: make([]float32, packedSize(tensors)), tw: elementWire(tensors, 4)}, nil
 }
 
-func (c *none) Kind() dist.Kind                     { return dist.KindAllReduce }
-func (c *none) Rounds() int                         { return 1 }
-func (c *none) Steady(Context) bool                 { return true }
-func (c *none) State() map[string][]float32         { return nil }
-func (c *none) SetState(map[string][]float32) error { return nil }
+func (c *none) Needs() Needs                           { return Needs{Collective: dist.KindAllReduce, Rounds: 1} }
+func (c *none) Steady(Context) bool                    { return true }
+func (c *none) State() map[string][]float32            { return nil }
+func (c *none) SetState(st map[string][]float32) error { return noState("none", st) }
 
-func (c *none) Compress(_ int, grad []float32, _ Combined, _ Context) (Payload, error) {
+func (c *none) Encode(_ int, grad []float32, _ Combined, _ Context) (Payload, error) {
 	copy(c.buf, grad)
 	return Payload{Floats: c.buf, Wire: int64(4 * len(c.buf)), TensorWire: c.tw}, nil
 }
 
-func (c *none) Decompress(last Combined, dst []float32, _ Context) error {
+func (c *none) Decode(last Combined, dst []float32, _ Context) error {
 	return meanInto(dst, last)
 }
 

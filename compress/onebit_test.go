@@ -24,7 +24,7 @@ func decodeOneBit(t *testing.T, b []byte, maskBytes, cols int) ([]byte, []float3
 
 func TestOneBitHandWorked(t *testing.T) {
 	c := baselineBuild(t, "onebit", DefaultConfig(), baselineTensors([]int{2, 3}), 0, 1)
-	ef := c.(ErrorFeedback)
+	ef := c.Feedback()
 	// M = [ 1 -2  0 ]   row-major bits (1 = non-negative): 1 0 1 1 0 0,
 	//     [ 3 -4 -1 ]   LSB first: 1 + 4 + 8 = 13.
 	// Column scales (positive mean, negative mean):
@@ -77,10 +77,10 @@ func TestOneBitTwoWorkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	baselineClose(t, "worker 1 sent", w1.(ErrorFeedback).Sent(), []float32{-2, 3, 0.5, -2, 3, 0.5}, 0)
+	baselineClose(t, "worker 1 sent", w1.Feedback().Sent(), []float32{-2, 3, 0.5, -2, 3, 0.5}, 0)
 	last := Combined{Bytes: [][]byte{p0.Bytes, p1.Bytes}, Workers: 2}
 	var outs [2][]float32
-	for w, c := range []Compressor{w0, w1} {
+	for w, c := range []*sender{w0, w1} {
 		outs[w] = make([]float32, 6)
 		if err := c.Decompress(last, outs[w], ctx); err != nil {
 			t.Fatal(err)
@@ -100,7 +100,7 @@ func TestOneBitScalesColumns(t *testing.T) {
 	tensors := baselineTensors([]int{5, 7}, []int{3, 2, 1, 3})
 	rows, cols := []int{5, 3}, []int{7, 6}
 	c := baselineBuild(t, "onebit", DefaultConfig(), tensors, 0, 1)
-	ef := c.(ErrorFeedback)
+	ef := c.Feedback()
 	rng := rand.New(rand.NewPCG(9, 9))
 	g := make([]float32, 35+18)
 	for i := range g {

@@ -159,8 +159,9 @@ func newPowerSGD(cfg Config, tensors []Tensor, _, _ int, seed int64, _ Hyper) (C
 	return c, nil
 }
 
-func (c *powerSGD) Kind() dist.Kind { return dist.KindAllReduce }
-func (c *powerSGD) Rounds() int     { return 2 }
+// Needs: P and Q are summed over the workers; the residual is taken against
+// the aggregated P, so PowerSGD keeps it itself.
+func (c *powerSGD) Needs() Needs { return Needs{Collective: dist.KindAllReduce, Rounds: 2} }
 
 // Steady reports whether PowerSGD compresses at this step (past start_iter).
 func (c *powerSGD) Steady(ctx Context) bool { return ctx.Step >= c.cfg.StartIter }
@@ -174,7 +175,7 @@ func (c *powerSGD) drawQ(step int) {
 	}
 }
 
-func (c *powerSGD) Compress(r int, grad []float32, prev Combined, ctx Context) (Payload, error) {
+func (c *powerSGD) Encode(r int, grad []float32, prev Combined, ctx Context) (Payload, error) {
 	switch {
 	case r == 0 && len(grad) != c.size:
 		return Payload{}, fmt.Errorf("powersgd: gradient has %d values, want %d", len(grad), c.size)
@@ -258,7 +259,7 @@ func (c *powerSGD) round1(prev Combined) (Payload, error) {
 	return Payload{Floats: c.pay1[:c.len1], Wire: int64(4 * c.len1), TensorWire: c.wire1}, nil
 }
 
-func (c *powerSGD) Decompress(last Combined, dst []float32, ctx Context) error {
+func (c *powerSGD) Decode(last Combined, dst []float32, ctx Context) error {
 	if len(dst) != c.size || last.Workers < 1 {
 		return fmt.Errorf("powersgd: decompress into %d values from %d workers, want %d", len(dst), last.Workers, c.size)
 	}

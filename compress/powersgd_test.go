@@ -57,7 +57,7 @@ func psgdStep(t testing.TB, cs []Compressor, grads [][]float32, step int) (outs 
 	for r := 0; r < 2; r++ {
 		ps := make([]Payload, n)
 		for w, c := range cs {
-			p, err := c.Compress(r, grads[w], prev[w], Context{Step: step, Worker: w, Workers: n})
+			p, err := c.Encode(r, grads[w], prev[w], Context{Step: step, Worker: w, Workers: n})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -88,7 +88,7 @@ func psgdStep(t testing.TB, cs []Compressor, grads [][]float32, step int) (outs 
 	outs = make([][]float32, n)
 	for w, c := range cs {
 		outs[w] = make([]float32, len(grads[w]))
-		if err := c.Decompress(prev[w], outs[w], Context{Step: step, Worker: w, Workers: n}); err != nil {
+		if err := c.Decode(prev[w], outs[w], Context{Step: step, Worker: w, Workers: n}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -596,7 +596,7 @@ func TestPowerSGDRoundZeroIsMQ(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(15, 16))
 	g := f32s(psgdRandom(rng, n*m))
-	p, err := c.Compress(0, append([]float32(nil), g...), Combined{}, Context{Step: 3, Workers: 1})
+	p, err := c.Encode(0, append([]float32(nil), g...), Combined{}, Context{Step: 3, Workers: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -713,15 +713,15 @@ func BenchmarkPowerSGD(b *testing.B) {
 			dst := make([]float32, len(g))
 			ctx := Context{Step: 0, Workers: 1}
 			step := func() {
-				p0, err := c.Compress(0, g, Combined{}, ctx)
+				p0, err := c.Encode(0, g, Combined{}, ctx)
 				if err != nil {
 					b.Fatal(err)
 				}
-				p1, err := c.Compress(1, g, Combined{Floats: p0.Floats, Workers: 1}, ctx)
+				p1, err := c.Encode(1, g, Combined{Floats: p0.Floats, Workers: 1}, ctx)
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := c.Decompress(Combined{Floats: p1.Floats, Workers: 1}, dst, ctx); err != nil {
+				if err := c.Decode(Combined{Floats: p1.Floats, Workers: 1}, dst, ctx); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -12,7 +12,7 @@ func randomKConfig(density float64, residual, fp16 bool) Config {
 }
 
 // randomKIndices returns the positions c drew for its last step, per tensor.
-func randomKIndices(c Compressor) [][]int32 {
+func randomKIndices(c *sender) [][]int32 {
 	r := unwrapFeedback(c).(*randomK)
 	var out [][]int32
 	for ti := range r.tensors {
@@ -38,7 +38,7 @@ func TestRandomKSameIndicesOnEveryWorker(t *testing.T) {
 	// Two tensors of 100 and 60 elements at density 0.1: k = 10 and 6.
 	tensors := baselineTensors([]int{10, 10}, []int{6, 10})
 	const workers = 3
-	cs := make([]Compressor, workers)
+	cs := make([]*sender, workers)
 	for w := range cs {
 		cs[w] = baselineBuild(t, "randomk", randomKConfig(0.1, true, false), tensors, w, workers)
 	}
@@ -77,10 +77,11 @@ func TestRandomKSameIndicesOnEveryWorker(t *testing.T) {
 		t.Fatalf("a fresh compressor drew %v at step 5, want %v", got, s5)
 	}
 	// Another seed draws other positions.
-	other, err := newRandomK(randomKConfig(0.1, true, false), tensors, 0, workers, 8, Hyper{})
+	otherC, err := newRandomK(randomKConfig(0.1, true, false), tensors, 0, workers, 8, Hyper{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	other := newSender("randomk", otherC, packedSize(tensors))
 	if _, err := other.Compress(0, make([]float32, 160), Combined{}, Context{Step: 5, Workers: workers}); err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +97,7 @@ func TestRandomKValuesAreTheWorkersMean(t *testing.T) {
 	tensors := baselineTensors([]int{5, 8}) // 40 elements, k = ceil(40*0.2) = 8
 	const workers = 3
 	sum := make([]float32, 8)
-	cs := make([]Compressor, workers)
+	cs := make([]*sender, workers)
 	ctx := Context{Step: 3, Workers: workers}
 	for w := range cs {
 		cs[w] = baselineBuild(t, "randomk", randomKConfig(0.2, false, false), tensors, w, workers)
@@ -137,7 +138,7 @@ func TestRandomKValuesAreTheWorkersMean(t *testing.T) {
 func TestRandomKResidual(t *testing.T) {
 	// One 4x5 tensor at density 0.25: k = 5.
 	c := baselineBuild(t, "randomk", randomKConfig(0.25, true, false), baselineTensors([]int{4, 5}), 0, 1)
-	ef := c.(ErrorFeedback)
+	ef := c.Feedback()
 	g := make([]float32, 20)
 	for i := range g {
 		g[i] = float32(i + 1)
@@ -198,7 +199,7 @@ func TestRandomKFP16Values(t *testing.T) {
 	for _, i := range randomKIndices(c)[0] {
 		want[i] = 2.4415553e-5
 	}
-	baselineClose(t, "residual", c.(ErrorFeedback).Residual(), want, 1e-11)
+	baselineClose(t, "residual", c.Feedback().Residual(), want, 1e-11)
 }
 
 func TestRandomKDrawsUniformly(t *testing.T) {

@@ -62,16 +62,16 @@ type timedCompressor struct {
 	spent *time.Duration
 }
 
-func (t timedCompressor) Compress(r int, g []float32, prev compress.Combined, ctx compress.Context) (compress.Payload, error) {
+func (t timedCompressor) Encode(r int, g []float32, prev compress.Combined, ctx compress.Context) (compress.Payload, error) {
 	t0 := time.Now()
-	p, err := t.Compressor.Compress(r, g, prev, ctx)
+	p, err := t.Compressor.Encode(r, g, prev, ctx)
 	*t.spent += time.Since(t0)
 	return p, err
 }
 
-func (t timedCompressor) Decompress(last compress.Combined, dst []float32, ctx compress.Context) error {
+func (t timedCompressor) Decode(last compress.Combined, dst []float32, ctx compress.Context) error {
 	t0 := time.Now()
-	err := t.Compressor.Decompress(last, dst, ctx)
+	err := t.Compressor.Decode(last, dst, ctx)
 	*t.spent += time.Since(t0)
 	return err
 }

@@ -158,7 +158,7 @@ func (j *job) setupReplicas(ctx context.Context, in models.Input, evalBatch int)
 	}
 	// DGC's momentum correction applies momentum and weight decay to the tensors
 	// it compresses: the optimizer must take plain steps on them.
-	if c, ok := j.exchanges[0].Compressor().(compress.MomentumOwner); ok && c.OwnsMomentum() {
+	if c := j.exchanges[0].Compressor(); c != nil && c.Needs().OwnsMomentum {
 		compressed := map[string]bool{}
 		for _, t := range j.exchanges[0].CompressedTensors() {
 			compressed[t.Name] = true
@@ -184,10 +184,7 @@ type workerState struct {
 // bytes are decoded within the bounds of this run's layout.
 func (j *job) gatherWorkers() ([]workerState, error) {
 	all, err := j.engine.GatherAll(func(w int) []byte {
-		st := workerState{Traffic: j.exchanges[w].Traffic()}
-		if c := j.exchanges[w].Compressor(); c != nil {
-			st.Compressor = c.State()
-		}
+		st := workerState{Traffic: j.exchanges[w].Traffic(), Compressor: j.exchanges[w].State()}
 		return encodeWorkerState(st)
 	})
 	if err != nil {
@@ -211,10 +208,8 @@ func (j *job) restoreWorkers(path string, states []workerState) error {
 	for w, x := range j.exchanges {
 		st := states[j.engine.FirstWorker()+w]
 		x.SetTraffic(st.Traffic)
-		if c := x.Compressor(); c != nil {
-			if err := c.SetState(st.Compressor); err != nil {
-				return fmt.Errorf("checkpoint %s: worker %d compressor: %w", path, j.engine.FirstWorker()+w, err)
-			}
+		if err := x.SetState(st.Compressor); err != nil {
+			return fmt.Errorf("checkpoint %s: worker %d compressor: %w", path, j.engine.FirstWorker()+w, err)
 		}
 	}
 	return nil
@@ -291,9 +286,10 @@ func (j *job) fillTraffic(s *Summary, workers []workerState) {
 		traffic.Add(dist.KindAllReduce, t.DenseStep)
 	}
 	if c := j.exchanges[0].Compressor(); c != nil {
-		rounds := int64(c.Rounds())
+		needs := c.Needs()
+		rounds := int64(needs.Rounds)
 		for r := int64(0); r < rounds; r++ {
-			traffic.Add(c.Kind(), (perStep-t.DenseStep)/rounds)
+			traffic.Add(needs.Collective, (perStep-t.DenseStep)/rounds)
 		}
 	}
 	compute := j.computeS / float64(j.computeN)
