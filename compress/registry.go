@@ -8,14 +8,15 @@ import (
 // Registry maps a compressor name to its builder. Every entry passes the
 // conformance test in conformance_test.go.
 var Registry = map[string]Builder{
-	"none":     newNone,
-	"fp16":     newFP16,
-	"dgc":      newDGC,
-	"adacomp":  newAdaComp,
-	"topk":     newTopK,
-	"randomk":  newRandomK,
-	"onebit":   newOneBit,
-	"powersgd": newPowerSGD,
+	"none":      newNone,
+	"fp16":      newFP16,
+	"dgc":       newDGC,
+	"adacomp":   newAdaComp,
+	"topk":      newTopK,
+	"randomk":   newRandomK,
+	"onebit":    newOneBit,
+	"efsignsgd": newEFSignSGD,
+	"powersgd":  newPowerSGD,
 }
 
 // Names lists the registered compressors, sorted.
