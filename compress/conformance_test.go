@@ -335,3 +335,175 @@ func TestStateRoundTrip(t *testing.T) {
 		})
 	}
 }
+
+// recordingMember keeps a copy of the last payload this worker handed to the
+// collective (the exchange's last call of a step is the compressor's last
+// round) and the bytes and values it carried.
+type recordingMember struct {
+	dist.Collective
+	floats   []float32
+	bytes    []byte
+	gathered int64 // bytes handed to all-gathers
+	reduced  int64 // values handed to all-reduces
+}
+
+func (c *recordingMember) AllGather(p []byte) ([][]byte, error) {
+	c.bytes, c.floats = append([]byte(nil), p...), nil
+	c.gathered += int64(len(p))
+	return c.Collective.AllGather(p)
+}
+
+func (c *recordingMember) AllReduce(b []float32) error {
+	c.floats, c.bytes = append([]float32(nil), b...), nil
+	c.reduced += int64(len(b))
+	return c.Collective.AllReduce(b)
+}
+
+// TestExchangeOracle checks every registered compressor against an oracle:
+// the exchanged mean is what decoding each worker's payload on its own and
+// summing in rank order gives (exactly, up to how the compressor divides by
+// N), what each worker sends is closer to its compensated gradient than
+// nothing, lossless compressors return the true mean, and the counted bytes are
+// the payloads' encoded sizes. PowerSGD's second round depends on the
+// aggregate of the first, so its payloads cannot be decoded on their own; its
+// own tests check it by hand.
+func TestExchangeOracle(t *testing.T) {
+	for _, name := range Names() {
+		for _, n := range []int{2, 3} {
+			t.Run(fmt.Sprintf("%s/workers=%d", name, n), func(t *testing.T) { checkOracle(t, name, n) })
+		}
+	}
+}
+
+func checkOracle(t *testing.T, name string, n int) {
+	params := conformanceParams()
+	size := 0
+	for _, p := range params {
+		size += len(p.Value)
+	}
+	flat := make([]float32, size)
+	members, err := dist.NewLocal(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := make([]*recordingMember, n)
+	xs := make([]*Exchange, n)
+	info := func(w int) func(int) Context {
+		return func(step int) Context {
+			return Context{Step: step, StepsPerEpoch: 10, Worker: w, Workers: n, Params: flat}
+		}
+	}
+	for w := range xs {
+		recs[w] = &recordingMember{Collective: members[w]}
+		if xs[w], err = NewExchange(conformanceConfig(name), params, recs[w], 5, Hyper{Momentum: 0.9}, info(w)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	comp := xs[0].Compressor()
+	var wantWire int64
+	for step := range 3 {
+		grads := make([][]float32, n)
+		outs := make([][]float32, n)
+		var wg sync.WaitGroup
+		for w := range xs {
+			rng := rand.New(rand.NewPCG(uint64(step), uint64(w)))
+			grads[w] = make([]float32, size)
+			for i := range grads[w] {
+				grads[w][i] = float32(rng.NormFloat64())
+			}
+			outs[w] = append([]float32(nil), grads[w]...)
+			wg.Add(1)
+			go func(w int) {
+				defer wg.Done()
+				if err := xs[w].Exchange(outs[w], step); err != nil {
+					t.Error(err)
+				}
+			}(w)
+		}
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+		wantWire += int64(4 * len(xs[0].dbuf))
+		if comp == nil {
+			continue // every tensor dense: checked below
+		}
+		needs := comp.Needs()
+		packed := len(xs[0].cbuf)
+		got := make([]float32, packed)
+		for _, tn := range xs[0].packed {
+			copy(got[tn.Offset:tn.Offset+tn.Size], outs[0][tn.FlatOffset:tn.FlatOffset+tn.Size])
+		}
+		if needs.Rounds == 1 {
+			// Decode each worker's payload on its own; sum in rank order.
+			sum, one := make([]float32, packed), make([]float32, packed)
+			for w, r := range recs {
+				own := Combined{Floats: r.floats, Workers: 1}
+				if needs.Collective == dist.KindAllGather {
+					own = Combined{Bytes: [][]byte{r.bytes}, Workers: 1}
+				}
+				if err := comp.Decode(own, one, info(0)(step)); err != nil {
+					t.Fatalf("step %d: decoding worker %d's payload alone: %v", step, w, err)
+				}
+				for i, v := range one {
+					sum[i] += v
+				}
+			}
+			// What a worker sends is a contraction of what it had to send
+			// (Karimireddy et al. 2019's delta-approximate compressor):
+			// strictly closer to the compensated gradient than sending
+			// nothing.
+			for w, x := range xs {
+				if ef := x.Feedback(); ef != nil {
+					var miss, norm float64
+					for i, c := range ef.Compensated() {
+						miss += math.Pow(float64(c-ef.Sent()[i]), 2)
+						norm += math.Pow(float64(c), 2)
+					}
+					if !(miss < norm) {
+						t.Fatalf("step %d: worker %d sent %v away from its compensated gradient of norm %v: no better than sending nothing", step, w, math.Sqrt(miss), math.Sqrt(norm))
+					}
+				}
+			}
+			for i, v := range got {
+				div, mul := sum[i]/float32(n), sum[i]*(1/float32(n))
+				if math.Float32bits(v) != math.Float32bits(div) && math.Float32bits(v) != math.Float32bits(mul) {
+					t.Fatalf("step %d: exchanged [%d] = %v, but the workers' payloads decoded one by one sum to %v (mean %v)", step, i, v, sum[i], div)
+				}
+			}
+		}
+		if name == "fp16" {
+			for i, v := range got {
+				var mean float64
+				for w := range grads {
+					mean += float64(grads[w][flatIndex(xs[0], i)])
+				}
+				mean /= float64(n)
+				if math.Abs(float64(v)-mean) > 2e-3*math.Max(1, math.Abs(mean)) {
+					t.Fatalf("step %d: fp16 [%d] = %v, true mean %v", step, i, v, mean)
+				}
+			}
+		}
+	}
+	// Counted bytes: dense float32 values, all-gathered bytes as handed over,
+	// all-reduced values at 2 bytes (fp16) or 4.
+	tr := xs[0].Traffic()
+	bpv := int64(4)
+	if name == "fp16" {
+		bpv = 2
+	}
+	wantWire += recs[0].gathered + bpv*(recs[0].reduced-int64(3*len(xs[0].dbuf)))
+	if tr.Wire != wantWire {
+		t.Fatalf("counted %d bytes, the payloads' encoded sizes sum to %d", tr.Wire, wantWire)
+	}
+}
+
+// flatIndex is the position in the model's flat buffers of packed index i.
+func flatIndex(x *Exchange, i int) int {
+	for _, t := range x.packed {
+		if i >= t.Offset && i < t.Offset+t.Size {
+			return t.FlatOffset + i - t.Offset
+		}
+	}
+	return -1
+}
