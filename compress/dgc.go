@@ -26,7 +26,7 @@ import (
 //     clip_grad_norm_, applied when below 1.
 //   - Weight decay is added to the gradient only with momentum correction: then
 //     DGC owns the optimizer's momentum and weight decay on the compressed
-//     tensors (MomentumOwner). In the gradient-accumulation baseline the
+//     tensors (Needs.OwnsMomentum). In the gradient-accumulation baseline the
 //     optimizer still applies both, and adding it here would decay twice.
 //   - With the sampled threshold, every element that passes is sent when the
 //     count lies in [0.8k, 1.3k]; the reference truncates to the first k by

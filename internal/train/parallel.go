@@ -16,6 +16,7 @@ import (
 	"github.com/gradwire/gradwire/dist"
 	"github.com/gradwire/gradwire/internal/version"
 	"github.com/gradwire/gradwire/models"
+	"github.com/gradwire/gradwire/optim"
 )
 
 // setupWorkers connects this process's logical workers: an in-process group for
@@ -156,21 +157,28 @@ func (j *job) setupReplicas(ctx context.Context, in models.Input, evalBatch int)
 		}
 		j.exchanges[w], exchangers[w] = x, x
 	}
-	// DGC's momentum correction applies momentum and weight decay to the tensors
-	// it compresses: the optimizer must take plain steps on them.
-	if c := j.exchanges[0].Compressor(); c != nil && c.Needs().OwnsMomentum {
-		compressed := map[string]bool{}
-		for _, t := range j.exchanges[0].CompressedTensors() {
-			compressed[t.Name] = true
-		}
-		params := j.net.Params()
-		for i := range params {
-			params[i].Preconditioned = compressed[params[i].Name]
-		}
-	}
 	var err error
 	j.engine, err = dist.NewEngine(j.members, reps, exchangers)
 	return err
+}
+
+// fitOptimizer configures the optimizer for what the exchange does, once
+// when both are built: a compressor that applies momentum and weight decay
+// itself (DGC's momentum correction) needs plain SGD steps on the tensors it
+// compresses, and no other optimizer (any other rule would apply momentum twice).
+func (j *job) fitOptimizer(opt optim.Optimizer) error {
+	c := j.exchanges[0].Compressor()
+	if c == nil || !c.Needs().OwnsMomentum {
+		return nil
+	}
+	sgd, ok := opt.(*optim.SGD)
+	if !ok {
+		return fmt.Errorf("compress.name %s applies momentum itself (momentum correction): optim.name must be sgd, not %s", j.cfg.Compress.Name, j.cfg.Optim.Name)
+	}
+	for _, t := range j.exchanges[0].CompressedTensors() {
+		sgd.PlainSteps(t.Name)
+	}
+	return nil
 }
 
 // workerState is one logical worker's checkpointed exchange state.
