@@ -98,8 +98,8 @@ func NewExchange(cfg Config, params []optim.Param, member dist.Collective, seed 
 	for _, p := range params {
 		t := Tensor{Name: p.Name, Shape: p.Shape, Kind: p.Kind, FlatOffset: flat, Size: len(p.Value)}
 		flat += t.Size
-		// "none" compresses nothing: every tensor is one dense all-reduce.
-		if cfg.Name != "none" && Compressed(p, cfg.MinSize) {
+		// Without a builder ("none") every tensor is one dense all-reduce.
+		if build != nil && Compressed(p, cfg.MinSize) {
 			t.Offset = len(x.cbuf)
 			x.packed = append(x.packed, t)
 			x.cbuf = append(x.cbuf, make([]float32, t.Size)...)

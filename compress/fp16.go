@@ -29,3 +29,31 @@ func (c *fp16) Encode(_ int, grad []float32, _ Combined, _ Context) (Payload, er
 func (c *fp16) Decode(last Combined, dst []float32, _ Context) error {
 	return meanInto(dst, last)
 }
+
+// elementWire is the TensorWire of a compressor that sends every value of
+// every tensor in bytesPer bytes, so that per-kind ratios are booked right.
+func elementWire(tensors []Tensor, bytesPer int) []int64 {
+	tw := make([]int64, len(tensors))
+	for i, t := range tensors {
+		tw[i] = int64(bytesPer * t.Size)
+	}
+	return tw
+}
+
+// packedSize is the length of the packed buffer of tensors.
+func packedSize(tensors []Tensor) int {
+	if len(tensors) == 0 {
+		return 0
+	}
+	t := tensors[len(tensors)-1]
+	return t.Offset + t.Size
+}
+
+// meanInto writes an all-reduce round's sum divided by the number of workers.
+func meanInto(dst []float32, last Combined) error {
+	inv := 1 / float32(last.Workers)
+	for i, v := range last.Floats {
+		dst[i] = v * inv
+	}
+	return nil
+}
