@@ -160,9 +160,6 @@ func (x *Exchange) Traffic() Traffic { return x.traffic }
 // SetTraffic restores the accounting (resume from a checkpoint).
 func (x *Exchange) SetTraffic(t Traffic) { x.traffic = t }
 
-// Bytes is the number of bytes the worker has put on the wire.
-func (x *Exchange) Bytes() int64 { return x.traffic.Wire }
-
 // Exchange replaces grad (the worker's flat gradient) with the mean over all
 // workers of their (decompressed) gradients.
 func (x *Exchange) Exchange(grad []float32, step int) error {

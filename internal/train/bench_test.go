@@ -37,7 +37,15 @@ func BenchmarkReplicas(b *testing.B) {
 					}
 					reps[r] = net
 				}
-				e, err := dist.NewEngine(members, reps, nil)
+				dense := compress.DefaultConfig() // none: every tensor all-reduced dense
+				ex := make([]dist.Exchanger, workers)
+				for w, m := range members {
+					step := func(step int) compress.Context { return compress.Context{Step: step, Worker: w, Workers: workers} }
+					if ex[w], err = compress.NewExchange(dense, reps[0].(*models.Net).Params(), m, 1, compress.Hyper{}, step); err != nil {
+						b.Fatal(err)
+					}
+				}
+				e, err := dist.NewEngine(members, reps, ex)
 				if err != nil {
 					b.Fatal(err)
 				}
