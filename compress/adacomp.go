@@ -111,8 +111,8 @@ func newAdaComp(cfg Config, tensors []Tensor, _, _ int, _ int64, _ Hyper) (Compr
 
 // Needs: AdaComp keeps its residue itself: its selection reads the raw
 // gradient too (H = G + g), not only the compensated one.
-func (c *adaComp) Needs() Needs        { return Needs{Collective: dist.KindAllGather, Rounds: 1} }
-func (c *adaComp) Steady(Context) bool { return true } // no warm-up
+func (c *adaComp) Needs() Needs         { return Needs{Collective: dist.OpAllGather, Rounds: 1} }
+func (c *adaComp) Steady(StepInfo) bool { return true } // no warm-up
 
 // Compensated is G = R + g of the last step.
 func (c *adaComp) Compensated() []float32 { return c.comp }
@@ -123,7 +123,7 @@ func (c *adaComp) Sent() []float32 { return c.sent }
 // Residual is R after the last step.
 func (c *adaComp) Residual() []float32 { return c.residual }
 
-func (c *adaComp) Encode(r int, grad []float32, _ Combined, _ Context) (Payload, error) {
+func (c *adaComp) Encode(r int, grad []float32, _ Combined, _ StepInfo) (Payload, error) {
 	if r != 0 {
 		return Payload{}, fmt.Errorf("compress adacomp: round %d of 1", r)
 	}
@@ -215,7 +215,7 @@ func (c *adaComp) compressTensor(e *Encoder, t Tensor, bin int, g []float32) {
 
 // Decode scatter-adds every worker's values in rank order, then divides by
 // the number of workers.
-func (c *adaComp) Decode(last Combined, dst []float32, _ Context) error {
+func (c *adaComp) Decode(last Combined, dst []float32, _ StepInfo) error {
 	if len(dst) != len(c.residual) {
 		return fmt.Errorf("compress adacomp: output of %d values, expected %d", len(dst), len(c.residual))
 	}

@@ -1,7 +1,22 @@
-// Package compress holds the gradient compressors (the algorithms that decide
-// what each worker puts on the wire), error-feedback memory, the per-worker
-// exchange that drives a compressor through the collective, and exact wire-size
-// accounting. It never imports Gorgonia.
+// Package compress exchanges gradients between data-parallel workers, with
+// compression. It never imports Gorgonia.
+//
+// Exchange is one worker's exchange (a dist.Exchanger). Tensors that the
+// layer policy keeps dense (Compressed) are all-reduced as float32 (or
+// float16 with compress.dense_fp16); the others are packed and go through the
+// configured Compressor in a generic step:
+//
+//	compensate  add the residual (error feedback, when the compressor asks)
+//	encode      the compressor's payload, per collective round
+//	residual    compensated - Decode(this worker's own payload)
+//	collective  all-reduce (summable payloads) or all-gather
+//	decode      the compressor's Decode: sum over workers in rank order, divide by N
+//
+// A compressor declares what it needs once (Needs: collective, rounds, error
+// feedback, momentum ownership). Registry names them: none (every tensor
+// dense), fp16, topk, randomk, dgc, adacomp, onebit, efsignsgd, powersgd.
+// The exchange counts every byte it puts on the wire (Traffic), per layer
+// kind and after warm-up.
 package compress
 
 import (
@@ -17,12 +32,12 @@ type Tensor struct {
 	Shape      []int
 	Kind       optim.Kind
 	Offset     int // in the packed buffer handed to the compressor
-	FlatOffset int // in the model's flat buffers (Context.Params)
+	FlatOffset int // in the model's flat buffers (StepInfo.Params)
 	Size       int
 }
 
-// Context is what a compressor may need to know about the step.
-type Context struct {
+// StepInfo is what a compressor may need to know about the step.
+type StepInfo struct {
 	Step          int       // global optimizer step, from 0
 	StepsPerEpoch int       // for epoch-based warm-up schedules
 	Worker        int       // this worker's rank
@@ -31,11 +46,11 @@ type Context struct {
 }
 
 // Epoch is the step's epoch, from 0.
-func (c Context) Epoch() int {
-	if c.StepsPerEpoch <= 0 {
+func (s StepInfo) Epoch() int {
+	if s.StepsPerEpoch <= 0 {
 		return 0
 	}
-	return c.Step / c.StepsPerEpoch
+	return s.Step / s.StepsPerEpoch
 }
 
 // Payload is what one worker puts on the wire in one round.
@@ -66,7 +81,7 @@ type Needs struct {
 	// Collective is the collective every round needs: all-reduce rounds sum
 	// the workers' Floats element-wise, so only payloads whose sum decodes to
 	// the sum of the decoded payloads may use it.
-	Collective dist.Kind
+	Collective dist.Op
 	// Rounds is the number of collective rounds per step (PowerSGD: 2).
 	Rounds int
 	// ErrorFeedback asks the exchange to keep the residual: it adds it to the
@@ -91,14 +106,14 @@ type Compressor interface {
 	// (compensated when Needs.ErrorFeedback; the compressor may use it as
 	// scratch: the exchange does not read it afterwards); for r > 0, prev is
 	// round r-1's combined result.
-	Encode(r int, grad []float32, prev Combined, ctx Context) (Payload, error)
+	Encode(r int, grad []float32, prev Combined, info StepInfo) (Payload, error)
 	// Decode writes the mean over last.Workers of the decoded payloads into
 	// dst (packed like grad) from the last round's combined result. With one
 	// worker's payload it decodes exactly what that worker sent.
-	Decode(last Combined, dst []float32, ctx Context) error
+	Decode(last Combined, dst []float32, info StepInfo) error
 	// Steady reports whether the step is past the compressor's warm-up (for the
 	// steady-state compression ratio).
-	Steady(ctx Context) bool
+	Steady(info StepInfo) bool
 	// State returns the worker's compressor state (momenta, ...) as named
 	// buffers for checkpoints; SetState restores it.
 	State() map[string][]float32

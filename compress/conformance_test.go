@@ -76,10 +76,10 @@ func runWorkers(t *testing.T, name string, n, steps int) []*workerRun {
 	}
 	runs := make([]*workerRun, n)
 	for w := range runs {
-		ctx := func(step int) Context {
-			return Context{Step: step, StepsPerEpoch: 10, Worker: w, Workers: n, Params: flatParams}
+		info := func(step int) StepInfo {
+			return StepInfo{Step: step, StepsPerEpoch: 10, Worker: w, Workers: n, Params: flatParams}
 		}
-		x, err := NewExchange(conformanceConfig(name), params, members[w], 42, Hyper{Momentum: 0.9, WeightDecay: 1e-4}, ctx)
+		x, err := NewExchange(conformanceConfig(name), params, members[w], 42, Hyper{Momentum: 0.9, WeightDecay: 1e-4}, info)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -236,10 +236,10 @@ func TestCountedBytesEqualEncodedLength(t *testing.T) {
 			xs := make([]*Exchange, n)
 			for w := range xs {
 				cms[w] = &countingMember{Collective: members[w]}
-				ctx := func(step int) Context {
-					return Context{Step: step, StepsPerEpoch: 10, Worker: w, Workers: n, Params: flat}
+				info := func(step int) StepInfo {
+					return StepInfo{Step: step, StepsPerEpoch: 10, Worker: w, Workers: n, Params: flat}
 				}
-				if xs[w], err = NewExchange(conformanceConfig(name), params, cms[w], 1, Hyper{Momentum: 0.9}, ctx); err != nil {
+				if xs[w], err = NewExchange(conformanceConfig(name), params, cms[w], 1, Hyper{Momentum: 0.9}, info); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -288,11 +288,11 @@ func TestCountedBytesEqualEncodedLength(t *testing.T) {
 				return
 			}
 			switch xs[0].Compressor().Needs().Collective {
-			case dist.KindAllGather:
+			case dist.OpAllGather:
 				if tr.Wire != denseBytes+cms[0].gathered {
 					t.Fatalf("counted %d bytes, the collective carried %d dense + %d gathered", tr.Wire, denseBytes, cms[0].gathered)
 				}
-			case dist.KindAllReduce:
+			case dist.OpAllReduce:
 				// All-reduce payloads are counted at their encoded size (fp16: 2
 				// bytes per value), never more than the float32 buffer carried.
 				if tr.Wire > 4*cms[0].reduced || tr.Wire < denseBytes {
@@ -388,14 +388,14 @@ func checkOracle(t *testing.T, name string, n int) {
 	}
 	recs := make([]*recordingMember, n)
 	xs := make([]*Exchange, n)
-	info := func(w int) func(int) Context {
-		return func(step int) Context {
-			return Context{Step: step, StepsPerEpoch: 10, Worker: w, Workers: n, Params: flat}
+	stepInfo := func(w int) func(int) StepInfo {
+		return func(step int) StepInfo {
+			return StepInfo{Step: step, StepsPerEpoch: 10, Worker: w, Workers: n, Params: flat}
 		}
 	}
 	for w := range xs {
 		recs[w] = &recordingMember{Collective: members[w]}
-		if xs[w], err = NewExchange(conformanceConfig(name), params, recs[w], 5, Hyper{Momentum: 0.9}, info(w)); err != nil {
+		if xs[w], err = NewExchange(conformanceConfig(name), params, recs[w], 5, Hyper{Momentum: 0.9}, stepInfo(w)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -439,10 +439,10 @@ func checkOracle(t *testing.T, name string, n int) {
 			sum, one := make([]float32, packed), make([]float32, packed)
 			for w, r := range recs {
 				own := Combined{Floats: r.floats, Workers: 1}
-				if needs.Collective == dist.KindAllGather {
+				if needs.Collective == dist.OpAllGather {
 					own = Combined{Bytes: [][]byte{r.bytes}, Workers: 1}
 				}
-				if err := comp.Decode(own, one, info(0)(step)); err != nil {
+				if err := comp.Decode(own, one, stepInfo(0)(step)); err != nil {
 					t.Fatalf("step %d: decoding worker %d's payload alone: %v", step, w, err)
 				}
 				for i, v := range one {

@@ -30,10 +30,10 @@ func newEFSignSGD(_ Config, tensors []Tensor, _, _ int, _ int64, _ Hyper) (Compr
 }
 
 func (c *efSignSGD) Needs() Needs {
-	return Needs{Collective: dist.KindAllGather, Rounds: 1, ErrorFeedback: true}
+	return Needs{Collective: dist.OpAllGather, Rounds: 1, ErrorFeedback: true}
 }
 
-func (c *efSignSGD) Encode(_ int, grad []float32, _ Combined, _ Context) (Payload, error) {
+func (c *efSignSGD) Encode(_ int, grad []float32, _ Combined, _ StepInfo) (Payload, error) {
 	c.enc.Reset()
 	for _, t := range c.tensors {
 		mask, l1 := c.mask[:(t.Size+7)/8], 0.0
@@ -52,7 +52,7 @@ func (c *efSignSGD) Encode(_ int, grad []float32, _ Combined, _ Context) (Payloa
 }
 
 // Decode adds every worker's signed scales in rank order and divides by N.
-func (c *efSignSGD) Decode(last Combined, dst []float32, _ Context) error {
+func (c *efSignSGD) Decode(last Combined, dst []float32, _ StepInfo) error {
 	if err := checkGathered("efsignsgd", last, c.wire); err != nil {
 		return err
 	}
@@ -71,6 +71,6 @@ func (c *efSignSGD) Decode(last Combined, dst []float32, _ Context) error {
 	return nil
 }
 
-func (c *efSignSGD) Steady(Context) bool                    { return true }
+func (c *efSignSGD) Steady(StepInfo) bool                   { return true }
 func (c *efSignSGD) State() map[string][]float32            { return nil }
 func (c *efSignSGD) SetState(st map[string][]float32) error { return noState("efsignsgd", st) }

@@ -32,20 +32,20 @@ func TestEFSignSGDTwoWorkers(t *testing.T) {
 	tensors := baselineTensors([]int{2, 3})
 	w0 := baselineBuild(t, "efsignsgd", DefaultConfig(), tensors, 0, 2)
 	w1 := baselineBuild(t, "efsignsgd", DefaultConfig(), tensors, 1, 2)
-	p0, err := w0.Compress(0, []float32{1, -2, 0, 3, -4, -1}, Combined{}, Context{Workers: 2})
+	p0, err := w0.Compress(0, []float32{1, -2, 0, 3, -4, -1}, Combined{}, StepInfo{Workers: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p1, err := w1.Compress(0, []float32{-1, 2, 0, -3, 4, 1}, Combined{}, Context{Workers: 2})
+	p1, err := w1.Compress(0, []float32{-1, 2, 0, -3, 4, 1}, Combined{}, StepInfo{Workers: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	dst := make([]float32, 6)
-	if err := w0.Decompress(Combined{Bytes: [][]byte{p0.Bytes, p1.Bytes}, Workers: 2}, dst, Context{Workers: 2}); err != nil {
+	if err := w0.Decompress(Combined{Bytes: [][]byte{p0.Bytes, p1.Bytes}, Workers: 2}, dst, StepInfo{Workers: 2}); err != nil {
 		t.Fatal(err)
 	}
 	baselineClose(t, "mean", dst, []float32{0, 0, 11.0 / 6, 0, 0, 0}, 0)
-	if err := w0.Decompress(Combined{Bytes: [][]byte{p0.Bytes, p1.Bytes[:4]}, Workers: 2}, dst, Context{Workers: 2}); err == nil {
+	if err := w0.Decompress(Combined{Bytes: [][]byte{p0.Bytes, p1.Bytes[:4]}, Workers: 2}, dst, StepInfo{Workers: 2}); err == nil {
 		t.Fatal("a short payload was accepted")
 	}
 }

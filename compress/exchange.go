@@ -57,7 +57,7 @@ type Exchange struct {
 	cbuf      []float32
 	out       []float32
 	traffic   Traffic
-	step      func(step int) Context
+	step      func(step int) StepInfo
 	sum64     dist.Float64Mean
 }
 
@@ -85,14 +85,14 @@ func Compressed(p optim.Param, minSize int) bool {
 }
 
 // NewExchange builds worker member.Rank()'s exchange over the model's tensors.
-// context returns the Context of a step (the caller fills Params and
+// stepInfo returns the StepInfo of a step (the caller fills Params and
 // StepsPerEpoch).
-func NewExchange(cfg Config, params []optim.Param, member dist.Collective, seed int64, hyper Hyper, context func(step int) Context) (*Exchange, error) {
+func NewExchange(cfg Config, params []optim.Param, member dist.Collective, seed int64, hyper Hyper, stepInfo func(step int) StepInfo) (*Exchange, error) {
 	build, ok := Registry[cfg.Name]
 	if !ok {
 		return nil, fmt.Errorf("compress.name: unknown compressor %q (valid: %v)", cfg.Name, Names())
 	}
-	x := &Exchange{member: member, step: context, denseFP16: cfg.DenseFP16,
+	x := &Exchange{member: member, step: stepInfo, denseFP16: cfg.DenseFP16,
 		traffic: Traffic{WireByKind: map[string]int64{}, DenseByKind: map[string]int64{}}}
 	flat := 0
 	for _, p := range params {
@@ -163,9 +163,9 @@ func (x *Exchange) SetTraffic(t Traffic) { x.traffic = t }
 // Exchange replaces grad (the worker's flat gradient) with the mean over all
 // workers of their (decompressed) gradients.
 func (x *Exchange) Exchange(grad []float32, step int) error {
-	ctx := x.step(step)
+	info := x.step(step)
 	n := x.member.Size()
-	steady := x.comp == nil || x.comp.Steady(ctx)
+	steady := x.comp == nil || x.comp.Steady(info)
 	if n > 1 {
 		x.traffic.Steps++
 		x.traffic.DenseStep = int64(4 * len(x.dbuf))
@@ -213,19 +213,19 @@ func (x *Exchange) Exchange(grad []float32, step int) error {
 	}
 	var prev Combined
 	for r := 0; r < x.send.needs.Rounds; r++ {
-		p, err := x.send.Compress(r, x.cbuf, prev, ctx)
+		p, err := x.send.Compress(r, x.cbuf, prev, info)
 		if err != nil {
 			return fmt.Errorf("compress %s: round %d: %w", x.send.name, r, err)
 		}
 		switch x.send.needs.Collective {
-		case dist.KindAllReduce:
+		case dist.OpAllReduce:
 			if n > 1 {
 				if err := x.member.AllReduce(p.Floats); err != nil {
 					return err
 				}
 			}
 			prev = Combined{Floats: p.Floats, Workers: n}
-		case dist.KindAllGather:
+		case dist.OpAllGather:
 			all := [][]byte{p.Bytes}
 			if n > 1 {
 				if all, err = x.member.AllGather(p.Bytes); err != nil {
@@ -236,7 +236,7 @@ func (x *Exchange) Exchange(grad []float32, step int) error {
 		}
 		x.countPayload(p, r, count)
 	}
-	if err := x.send.Decompress(prev, x.out, ctx); err != nil {
+	if err := x.send.Decompress(prev, x.out, info); err != nil {
 		return err
 	}
 	for _, t := range x.packed {

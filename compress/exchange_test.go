@@ -19,8 +19,8 @@ func TestExchangeDenseFP16(t *testing.T) {
 	cfg.DenseFP16 = true
 	xs := make([]*Exchange, 2)
 	for w := range xs {
-		ctx := func(step int) Context { return Context{Step: step, Workers: 2, Worker: w} }
-		if xs[w], err = NewExchange(cfg, params, members[w], 1, Hyper{}, ctx); err != nil {
+		info := func(step int) StepInfo { return StepInfo{Step: step, Workers: 2, Worker: w} }
+		if xs[w], err = NewExchange(cfg, params, members[w], 1, Hyper{}, info); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -72,8 +72,8 @@ func TestExchange64(t *testing.T) {
 	var wg sync.WaitGroup
 	xs := make([]*Exchange, n)
 	for w := range xs {
-		ctx := func(step int) Context { return Context{Step: step, Workers: n, Worker: w} }
-		if xs[w], err = NewExchange(DefaultConfig(), params, members[w], 1, Hyper{}, ctx); err != nil {
+		info := func(step int) StepInfo { return StepInfo{Step: step, Workers: n, Worker: w} }
+		if xs[w], err = NewExchange(DefaultConfig(), params, members[w], 1, Hyper{}, info); err != nil {
 			t.Fatal(err)
 		}
 		wg.Add(1)
@@ -98,7 +98,7 @@ func TestExchange64(t *testing.T) {
 	if tr := xs[0].Traffic(); tr.Wire != int64(8*size) || tr.Dense != int64(4*size) {
 		t.Fatalf("traffic %+v: want %d bytes sent (8 a value) against %d dense float32", tr, 8*size, 4*size)
 	}
-	topk, err := NewExchange(conformanceConfig("topk"), params, members[0], 1, Hyper{}, func(int) Context { return Context{} })
+	topk, err := NewExchange(conformanceConfig("topk"), params, members[0], 1, Hyper{}, func(int) StepInfo { return StepInfo{} })
 	if err != nil {
 		t.Fatal(err)
 	}

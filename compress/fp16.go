@@ -15,18 +15,18 @@ func newFP16(_ Config, tensors []Tensor, _, _ int, _ int64, _ Hyper) (Compressor
 	return &fp16{buf: make([]float32, packedSize(tensors)), tw: elementWire(tensors, 2)}, nil
 }
 
-func (c *fp16) Needs() Needs                           { return Needs{Collective: dist.KindAllReduce, Rounds: 1} }
-func (c *fp16) Steady(Context) bool                    { return true }
+func (c *fp16) Needs() Needs                           { return Needs{Collective: dist.OpAllReduce, Rounds: 1} }
+func (c *fp16) Steady(StepInfo) bool                   { return true }
 func (c *fp16) State() map[string][]float32            { return nil }
 func (c *fp16) SetState(st map[string][]float32) error { return noState("fp16", st) }
 
-func (c *fp16) Encode(_ int, grad []float32, _ Combined, _ Context) (Payload, error) {
+func (c *fp16) Encode(_ int, grad []float32, _ Combined, _ StepInfo) (Payload, error) {
 	copy(c.buf, grad)
 	RoundF16(c.buf)
 	return Payload{Floats: c.buf, Wire: int64(2 * len(c.buf)), TensorWire: c.tw}, nil
 }
 
-func (c *fp16) Decode(last Combined, dst []float32, _ Context) error {
+func (c *fp16) Decode(last Combined, dst []float32, _ StepInfo) error {
 	return meanInto(dst, last)
 }
 

@@ -80,21 +80,21 @@ func newSender(name string, c Compressor, n int) *sender {
 // Compress returns round r's payload: with error feedback, round 0 first adds
 // the residual to grad, and the last round sets the residual to what this
 // worker's own payload does not carry.
-func (s *sender) Compress(r int, grad []float32, prev Combined, ctx Context) (Payload, error) {
+func (s *sender) Compress(r int, grad []float32, prev Combined, info StepInfo) (Payload, error) {
 	if s.mem != nil && r == 0 {
 		s.mem.Compensate(grad)
 	}
-	p, err := s.c.Encode(r, grad, prev, ctx)
+	p, err := s.c.Encode(r, grad, prev, info)
 	if err != nil || s.mem == nil || r != s.needs.Rounds-1 {
 		return p, err
 	}
 	// Decode before the collective: an all-reduce sums into p.Floats.
 	own := Combined{Floats: p.Floats, Workers: 1}
-	if s.needs.Collective == dist.KindAllGather {
+	if s.needs.Collective == dist.OpAllGather {
 		s.own[0] = p.Bytes
 		own = Combined{Bytes: s.own, Workers: 1}
 	}
-	if err := s.c.Decode(own, s.sent, ctx); err != nil {
+	if err := s.c.Decode(own, s.sent, info); err != nil {
 		return p, fmt.Errorf("%s: decoding the own payload: %w", s.name, err)
 	}
 	s.mem.Update(s.sent)
@@ -102,8 +102,8 @@ func (s *sender) Compress(r int, grad []float32, prev Combined, ctx Context) (Pa
 }
 
 // Decompress is the compressor's Decode.
-func (s *sender) Decompress(last Combined, dst []float32, ctx Context) error {
-	return s.c.Decode(last, dst, ctx)
+func (s *sender) Decompress(last Combined, dst []float32, info StepInfo) error {
+	return s.c.Decode(last, dst, info)
 }
 
 // Feedback is the worker's error feedback, nil when nothing is fed back.

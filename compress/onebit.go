@@ -66,9 +66,9 @@ func newOneBit(_ Config, tensors []Tensor, _, _ int, _ int64, _ Hyper) (Compress
 
 // Needs: error feedback is part of the algorithm.
 func (c *oneBit) Needs() Needs {
-	return Needs{Collective: dist.KindAllGather, Rounds: 1, ErrorFeedback: true}
+	return Needs{Collective: dist.OpAllGather, Rounds: 1, ErrorFeedback: true}
 }
-func (c *oneBit) Steady(Context) bool { return true }
+func (c *oneBit) Steady(StepInfo) bool { return true }
 
 // oneBitSide is the offset of v's scale in its column's (positive, negative) pair:
 // 0 for non-negative values (zero included), sent as bit 1; 1 for negative
@@ -80,7 +80,7 @@ func oneBitSide(v float32) int {
 	return 0
 }
 
-func (c *oneBit) Encode(_ int, grad []float32, _ Combined, _ Context) (Payload, error) {
+func (c *oneBit) Encode(_ int, grad []float32, _ Combined, _ StepInfo) (Payload, error) {
 	c.enc.Reset()
 	for ti, t := range c.tensors {
 		cols := c.cols[ti]
@@ -119,7 +119,7 @@ func (c *oneBit) Encode(_ int, grad []float32, _ Combined, _ Context) (Payload, 
 }
 
 // Decode adds every worker's reconstruction in rank order and divides by N.
-func (c *oneBit) Decode(last Combined, dst []float32, _ Context) error {
+func (c *oneBit) Decode(last Combined, dst []float32, _ StepInfo) error {
 	if err := checkGathered("onebit", last, c.wire); err != nil {
 		return err
 	}

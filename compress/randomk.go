@@ -74,9 +74,9 @@ func newRandomK(cfg Config, tensors []Tensor, _, _ int, seed int64, _ Hyper) (Co
 }
 
 func (c *randomK) Needs() Needs {
-	return Needs{Collective: dist.KindAllReduce, Rounds: 1, ErrorFeedback: c.residual}
+	return Needs{Collective: dist.OpAllReduce, Rounds: 1, ErrorFeedback: c.residual}
 }
-func (c *randomK) Steady(Context) bool { return true }
+func (c *randomK) Steady(StepInfo) bool { return true }
 
 // draw fills idx with the step's positions: per tensor in layout order, a
 // uniform k-subset by Floyd's algorithm (k draws, no rejection loop), read out
@@ -111,8 +111,8 @@ func (c *randomK) draw(step int) {
 	c.idxStep = step
 }
 
-func (c *randomK) Encode(_ int, grad []float32, _ Combined, ctx Context) (Payload, error) {
-	c.draw(ctx.Step)
+func (c *randomK) Encode(_ int, grad []float32, _ Combined, info StepInfo) (Payload, error) {
+	c.draw(info.Step)
 	for ti, t := range c.tensors {
 		o, k := c.koff[ti], c.ks[ti]
 		g := grad[t.Offset : t.Offset+t.Size]
@@ -128,14 +128,14 @@ func (c *randomK) Encode(_ int, grad []float32, _ Combined, ctx Context) (Payloa
 
 // Decode writes the all-reduced sum divided by N at the step's positions
 // and zero elsewhere.
-func (c *randomK) Decode(last Combined, dst []float32, ctx Context) error {
+func (c *randomK) Decode(last Combined, dst []float32, info StepInfo) error {
 	if len(last.Floats) != len(c.vals) {
 		return fmt.Errorf("randomk: %d summed values, want %d", len(last.Floats), len(c.vals))
 	}
 	if last.Workers < 1 {
 		return fmt.Errorf("randomk: %d workers", last.Workers)
 	}
-	c.draw(ctx.Step)
+	c.draw(info.Step)
 	clear(dst)
 	c.scatter(dst, last.Floats, float32(last.Workers))
 	return nil

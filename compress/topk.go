@@ -63,11 +63,11 @@ func newTopK(cfg Config, tensors []Tensor, _, _ int, _ int64, _ Hyper) (Compress
 }
 
 func (c *topK) Needs() Needs {
-	return Needs{Collective: dist.KindAllGather, Rounds: 1, ErrorFeedback: c.residual}
+	return Needs{Collective: dist.OpAllGather, Rounds: 1, ErrorFeedback: c.residual}
 }
-func (c *topK) Steady(Context) bool { return true }
+func (c *topK) Steady(StepInfo) bool { return true }
 
-func (c *topK) Encode(_ int, grad []float32, _ Combined, _ Context) (Payload, error) {
+func (c *topK) Encode(_ int, grad []float32, _ Combined, _ StepInfo) (Payload, error) {
 	c.enc.Reset()
 	for ti, t := range c.tensors {
 		g := grad[t.Offset : t.Offset+t.Size]
@@ -89,7 +89,7 @@ func (c *topK) Encode(_ int, grad []float32, _ Combined, _ Context) (Payload, er
 
 // Decode scatter-adds every worker's values in rank order, then divides by
 // N: the same float32 operations in the same order on every worker.
-func (c *topK) Decode(last Combined, dst []float32, _ Context) error {
+func (c *topK) Decode(last Combined, dst []float32, _ StepInfo) error {
 	if err := checkGathered("topk", last, c.wire); err != nil {
 		return err
 	}

@@ -79,13 +79,13 @@ func decodeTopK(t *testing.T, b []byte, k int, fp16 bool) ([]int32, []float32) {
 // baselineGather compresses g on a single worker and decompresses it.
 func baselineGather(t *testing.T, c *sender, g []float32, step int) (Payload, []float32) {
 	t.Helper()
-	ctx := Context{Step: step, Workers: 1}
-	p, err := c.Compress(0, slices.Clone(g), Combined{}, ctx)
+	info := StepInfo{Step: step, Workers: 1}
+	p, err := c.Compress(0, slices.Clone(g), Combined{}, info)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dst := make([]float32, len(g))
-	if err := c.Decompress(Combined{Bytes: [][]byte{p.Bytes}, Workers: 1}, dst, ctx); err != nil {
+	if err := c.Decompress(Combined{Bytes: [][]byte{p.Bytes}, Workers: 1}, dst, info); err != nil {
 		t.Fatal(err)
 	}
 	return p, dst
@@ -213,12 +213,12 @@ func TestTopKTwoTensorsTwoWorkers(t *testing.T) {
 	// Worker 1: tensor a sends 1, 2 (0.3, 0.6); tensor b sends 0, 1, 2 (the
 	// 1s: ties go to the lowest indices).
 	g1 := []float32{0, 0.3, 0.6, 0, 0, 0, 0, 0.1, 1, 1, 1, 1, 1, 0, 0, 0, 0}
-	ctx := Context{Workers: 2}
-	p0, err := w0.Compress(0, slices.Clone(g0), Combined{}, ctx)
+	info := StepInfo{Workers: 2}
+	p0, err := w0.Compress(0, slices.Clone(g0), Combined{}, info)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p1, err := w1.Compress(0, slices.Clone(g1), Combined{}, ctx)
+	p1, err := w1.Compress(0, slices.Clone(g1), Combined{}, info)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +233,7 @@ func TestTopKTwoTensorsTwoWorkers(t *testing.T) {
 	var outs [2][]float32
 	for w, c := range []*sender{w0, w1} {
 		outs[w] = make([]float32, len(want))
-		if err := c.Decompress(last, outs[w], ctx); err != nil {
+		if err := c.Decompress(last, outs[w], info); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -266,7 +266,7 @@ func baselineGarbled(p []byte, workers int) map[string]Combined {
 func TestTopKRejectsBadPayloads(t *testing.T) {
 	tensors := baselineTensors([]int{2, 4})
 	c := baselineBuild(t, "topk", topKConfig(0.25, true, false), tensors, 0, 2)
-	p, err := c.Compress(0, slices.Clone(topKG1), Combined{}, Context{Workers: 2})
+	p, err := c.Compress(0, slices.Clone(topKG1), Combined{}, StepInfo{Workers: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +278,7 @@ func TestTopKRejectsBadPayloads(t *testing.T) {
 	}
 	dst := make([]float32, 8)
 	for name, last := range cases {
-		if err := c.Decompress(last, dst, Context{Workers: 2}); err == nil {
+		if err := c.Decompress(last, dst, StepInfo{Workers: 2}); err == nil {
 			t.Errorf("%s: no error", name)
 		} else if !strings.HasPrefix(err.Error(), "topk: ") {
 			t.Errorf("%s: error %q does not name the compressor", name, err)
@@ -340,18 +340,18 @@ func TestBaselinesDoNotAllocatePerStep(t *testing.T) {
 			for i := range g {
 				g[i] = float32(rng.NormFloat64())
 			}
-			ctx := Context{Step: step, Workers: 1}
+			info := StepInfo{Step: step, Workers: 1}
 			step++
-			p, err := c.Compress(0, g, Combined{}, ctx)
+			p, err := c.Compress(0, g, Combined{}, info)
 			if err != nil {
 				t.Fatal(err)
 			}
 			last := Combined{Floats: p.Floats, Workers: 1}
-			if c.needs.Collective == dist.KindAllGather {
+			if c.needs.Collective == dist.OpAllGather {
 				gathered[0] = p.Bytes
 				last = Combined{Bytes: gathered, Workers: 1}
 			}
-			if err := c.Decompress(last, dst, ctx); err != nil {
+			if err := c.Decompress(last, dst, info); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -384,18 +384,18 @@ func benchBaseline(b *testing.B, name string) {
 			gathered := make([][]byte, 1)
 			step := 0
 			run := func() {
-				ctx := Context{Step: step, Workers: 1}
+				info := StepInfo{Step: step, Workers: 1}
 				step++
-				p, err := c.Compress(0, grad, Combined{}, ctx)
+				p, err := c.Compress(0, grad, Combined{}, info)
 				if err != nil {
 					b.Fatal(err)
 				}
 				last := Combined{Floats: p.Floats, Workers: 1}
-				if c.needs.Collective == dist.KindAllGather {
+				if c.needs.Collective == dist.OpAllGather {
 					gathered[0] = p.Bytes
 					last = Combined{Bytes: gathered, Workers: 1}
 				}
-				if err := c.Decompress(last, dst, ctx); err != nil {
+				if err := c.Decompress(last, dst, info); err != nil {
 					b.Fatal(err)
 				}
 			}

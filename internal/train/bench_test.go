@@ -40,7 +40,7 @@ func BenchmarkReplicas(b *testing.B) {
 				dense := compress.DefaultConfig() // none: every tensor all-reduced dense
 				ex := make([]dist.Exchanger, workers)
 				for w, m := range members {
-					step := func(step int) compress.Context { return compress.Context{Step: step, Worker: w, Workers: workers} }
+					step := func(step int) compress.StepInfo { return compress.StepInfo{Step: step, Worker: w, Workers: workers} }
 					if ex[w], err = compress.NewExchange(dense, reps[0].(*models.Net).Params(), m, 1, compress.Hyper{}, step); err != nil {
 						b.Fatal(err)
 					}
@@ -70,14 +70,14 @@ type timedCompressor struct {
 	spent *time.Duration
 }
 
-func (t timedCompressor) Encode(r int, g []float32, prev compress.Combined, ctx compress.Context) (compress.Payload, error) {
+func (t timedCompressor) Encode(r int, g []float32, prev compress.Combined, ctx compress.StepInfo) (compress.Payload, error) {
 	t0 := time.Now()
 	p, err := t.Compressor.Encode(r, g, prev, ctx)
 	*t.spent += time.Since(t0)
 	return p, err
 }
 
-func (t timedCompressor) Decode(last compress.Combined, dst []float32, ctx compress.Context) error {
+func (t timedCompressor) Decode(last compress.Combined, dst []float32, ctx compress.StepInfo) error {
 	t0 := time.Now()
 	err := t.Compressor.Decode(last, dst, ctx)
 	*t.spent += time.Since(t0)
@@ -121,8 +121,8 @@ func BenchmarkCompressionShare(b *testing.B) {
 			cfg.Name, cfg.MinSize, cfg.DGC.WarmupEpochs, cfg.PowerSGD.StartIter, cfg.PowerSGD.Rank = timed, 0, 0, 0, 2
 			ex := make([]dist.Exchanger, workers)
 			for w, m := range members {
-				ctx := func(step int) compress.Context {
-					return compress.Context{Step: step, StepsPerEpoch: 1000, Worker: m.Rank(), Workers: workers, Params: net0.Flat()}
+				ctx := func(step int) compress.StepInfo {
+					return compress.StepInfo{Step: step, StepsPerEpoch: 1000, Worker: m.Rank(), Workers: workers, Params: net0.Flat()}
 				}
 				if ex[w], err = compress.NewExchange(cfg, net0.Params(), m, 1, compress.Hyper{Momentum: 0.9}, ctx); err != nil {
 					b.Fatal(err)

@@ -148,10 +148,10 @@ func (j *job) setupReplicas(ctx context.Context, in models.Input, evalBatch int)
 	exchangers := make([]dist.Exchanger, len(j.members))
 	j.exchanges = make([]*compress.Exchange, len(j.members))
 	for w, m := range j.members {
-		ctx := func(step int) compress.Context {
-			return compress.Context{Step: step, StepsPerEpoch: j.stepsPerEpoch, Worker: m.Rank(), Workers: m.Size(), Params: j.net.Flat()}
+		info := func(step int) compress.StepInfo {
+			return compress.StepInfo{Step: step, StepsPerEpoch: j.stepsPerEpoch, Worker: m.Rank(), Workers: m.Size(), Params: j.net.Flat()}
 		}
-		x, err := compress.NewExchange(j.cfg.Compress, j.net.Params(), m, j.cfg.Seed, hyper, ctx)
+		x, err := compress.NewExchange(j.cfg.Compress, j.net.Params(), m, j.cfg.Seed, hyper, info)
 		if err != nil {
 			return err
 		}
@@ -291,7 +291,7 @@ func (j *job) fillTraffic(s *Summary, workers []workerState) {
 	perStep := wire / steps
 	var traffic dist.StepTraffic
 	if t.DenseStep > 0 {
-		traffic.Add(dist.KindAllReduce, t.DenseStep)
+		traffic.Add(dist.OpAllReduce, t.DenseStep)
 	}
 	if c := j.exchanges[0].Compressor(); c != nil {
 		needs := c.Needs()
