@@ -73,7 +73,7 @@ func adaCompRoundTrip(t *testing.T, c *adaComp, g []float32) (Payload, []float32
 		t.Fatalf("wire %d, %d bytes, per tensor %v", p.Wire, len(p.Bytes), p.TensorWire)
 	}
 	out := make([]float32, len(g))
-	if err := c.Decode(Combined{Bytes: [][]byte{p.Bytes}, Workers: 1}, out, StepInfo{}); err != nil {
+	if err := decodeMean(c, Combined{Bytes: [][]byte{p.Bytes}, Workers: 1}, out, StepInfo{}); err != nil {
 		t.Fatal(err)
 	}
 	return p, out
@@ -151,7 +151,7 @@ func TestAdaCompMeanOverWorkers(t *testing.T) {
 	}
 	out := make([]float32, 8)
 	for _, c := range []*adaComp{c0, c1} {
-		if err := c.Decode(Combined{Bytes: [][]byte{p0.Bytes, p1.Bytes}, Workers: 2}, out, StepInfo{}); err != nil {
+		if err := decodeMean(c, Combined{Bytes: [][]byte{p0.Bytes, p1.Bytes}, Workers: 2}, out, StepInfo{}); err != nil {
 			t.Fatal(err)
 		}
 		// (worker 0's [2.5 2.5 0 2.5 | -2.5 0 0 0] + worker 1's) / 2
@@ -216,7 +216,7 @@ func TestAdaCompBadPayload(t *testing.T) {
 		good := append([]byte(nil), p.Bytes...)
 		out := make([]float32, 16)
 		decode := func(b ...[]byte) error {
-			return c.Decode(Combined{Bytes: b, Workers: len(b)}, out, StepInfo{})
+			return decodeMean(c, Combined{Bytes: b, Workers: len(b)}, out, StepInfo{})
 		}
 		for n := range len(good) {
 			if err := decode(good[:n]); err == nil {
@@ -236,7 +236,7 @@ func TestAdaCompBadPayload(t *testing.T) {
 		if err := decode(bad); err == nil {
 			t.Fatal("9 values for 8 elements accepted")
 		}
-		if err := c.Decode(Combined{Bytes: [][]byte{good}, Workers: 2}, out, StepInfo{}); err == nil {
+		if err := decodeMean(c, Combined{Bytes: [][]byte{good}, Workers: 2}, out, StepInfo{}); err == nil {
 			t.Fatal("one payload for two workers accepted")
 		}
 		if err := decode(good, good); err != nil {
@@ -315,13 +315,14 @@ func BenchmarkAdaComp(b *testing.B) {
 				}
 				out := make([]float32, n)
 				all := make([][]byte, 1) // the combined round, reused
+				s := newSender("adacomp", c, len(out))
 				step := func() {
 					p, err := c.Encode(0, g, Combined{}, StepInfo{})
 					if err != nil {
 						b.Fatal(err)
 					}
 					all[0] = p.Bytes
-					if err := c.Decode(Combined{Bytes: all, Workers: 1}, out, StepInfo{}); err != nil {
+					if err := s.Decompress(Combined{Bytes: all, Workers: 1}, out, StepInfo{}); err != nil {
 						b.Fatal(err)
 					}
 				}

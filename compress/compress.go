@@ -8,9 +8,9 @@
 //
 //	compensate  add the residual (error feedback, when the compressor asks)
 //	encode      the compressor's payload, per collective round
-//	residual    compensated - Decode(this worker's own payload)
+//	residual    compensated - DecodeAdd(this worker's own payload)
 //	collective  all-reduce (summable payloads) or all-gather
-//	decode      the compressor's Decode: sum over workers in rank order, divide by N
+//	decode      DecodeAdd of every worker's payload in rank order, divided by N
 //
 // A compressor declares what it needs once (Needs: collective, rounds, error
 // feedback, momentum ownership). Registry names them: none (every tensor
@@ -86,20 +86,26 @@ type Needs struct {
 	Rounds int
 	// ErrorFeedback asks the exchange to keep the residual: it adds it to the
 	// gradient before Encode and sets it to the compensated gradient minus
-	// Decode of this worker's own payload. Compressors whose residual is not
+	// DecodeAdd of this worker's own payload. Compressors whose residual is not
 	// that (DGC's masked velocity, PowerSGD's residual against the aggregated
-	// P, AdaComp's bins) keep it themselves and leave this false.
+	// P, AdaComp's residue, whose selection reads the raw gradient too) keep
+	// it themselves and leave this false.
 	ErrorFeedback bool
 	// OwnsMomentum: the compressor applies momentum and weight decay itself
 	// (DGC's momentum correction), so the optimizer must take plain steps on
 	// the compressed tensors.
 	OwnsMomentum bool
+	// Reciprocal: the mean multiplies the sum by float32(1/N) instead of
+	// dividing it by N. The two differ in the last bit for some N; each
+	// compressor keeps the arithmetic its results were produced with.
+	Reciprocal bool
 }
 
 // Compressor is one logical worker's side of a compression algorithm for the
 // tensors it compresses (tensors that the layer policy sends dense never reach
 // it). The exchange calls Encode for rounds 0..Rounds-1, combining each
-// round's payloads through the Collective, then Decode.
+// round's payloads through the Collective; then it adds up what the last
+// round's payloads decode to (DecodeAdd, in rank order) and divides by N.
 type Compressor interface {
 	Needs() Needs
 	// Encode returns round r's payload for this worker's packed gradient grad
@@ -107,10 +113,11 @@ type Compressor interface {
 	// scratch: the exchange does not read it afterwards); for r > 0, prev is
 	// round r-1's combined result.
 	Encode(r int, grad []float32, prev Combined, info StepInfo) (Payload, error)
-	// Decode writes the mean over last.Workers of the decoded payloads into
-	// dst (packed like grad) from the last round's combined result. With one
-	// worker's payload it decodes exactly what that worker sent.
-	Decode(last Combined, dst []float32, info StepInfo) error
+	// DecodeAdd adds what one payload decodes to into dst (packed like
+	// grad): one worker's Bytes after an all-gather, or the workers' summed
+	// Floats after an all-reduce (which decode to the sum of their values).
+	// It rejects a malformed payload.
+	DecodeAdd(p Payload, dst []float32, info StepInfo) error
 	// Steady reports whether the step is past the compressor's warm-up (for the
 	// steady-state compression ratio).
 	Steady(info StepInfo) bool
@@ -118,4 +125,12 @@ type Compressor interface {
 	// buffers for checkpoints; SetState restores it.
 	State() map[string][]float32
 	SetState(map[string][]float32) error
+}
+
+// CombinedDecoder is a compressor whose last round cannot be decoded payload
+// by payload (PowerSGD: the summed Q is scaled, then multiplies the
+// aggregated P, and the residual is taken against that). The exchange hands
+// it the combined result, and it writes the mean itself.
+type CombinedDecoder interface {
+	DecodeMean(last Combined, dst []float32, info StepInfo) error
 }

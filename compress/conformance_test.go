@@ -360,9 +360,8 @@ func (c *recordingMember) AllReduce(b []float32) error {
 }
 
 // TestExchangeOracle checks every registered compressor against an oracle:
-// the exchanged mean is what decoding each worker's payload on its own and
-// summing in rank order gives (exactly, up to how the compressor divides by
-// N), what each worker sends is closer to its compensated gradient than
+// the exchanged mean is exactly what decoding each worker's payload (as
+// handed to the collective) on its own and summing in rank order gives, what each worker sends is closer to its compensated gradient than
 // nothing, lossless compressors return the true mean, and the counted bytes are
 // the payloads' encoded sizes. PowerSGD's second round depends on the
 // aggregate of the first, so its payloads cannot be decoded on their own; its
@@ -438,11 +437,8 @@ func checkOracle(t *testing.T, name string, n int) {
 			// Decode each worker's payload on its own; sum in rank order.
 			sum, one := make([]float32, packed), make([]float32, packed)
 			for w, r := range recs {
-				own := Combined{Floats: r.floats, Workers: 1}
-				if needs.Collective == dist.OpAllGather {
-					own = Combined{Bytes: [][]byte{r.bytes}, Workers: 1}
-				}
-				if err := comp.Decode(own, one, stepInfo(0)(step)); err != nil {
+				clear(one)
+				if err := comp.DecodeAdd(Payload{Floats: r.floats, Bytes: r.bytes}, one, stepInfo(0)(step)); err != nil {
 					t.Fatalf("step %d: decoding worker %d's payload alone: %v", step, w, err)
 				}
 				for i, v := range one {
@@ -466,9 +462,12 @@ func checkOracle(t *testing.T, name string, n int) {
 				}
 			}
 			for i, v := range got {
-				div, mul := sum[i]/float32(n), sum[i]*(1/float32(n))
-				if math.Float32bits(v) != math.Float32bits(div) && math.Float32bits(v) != math.Float32bits(mul) {
-					t.Fatalf("step %d: exchanged [%d] = %v, but the workers' payloads decoded one by one sum to %v (mean %v)", step, i, v, sum[i], div)
+				mean := sum[i] / float32(n)
+				if needs.Reciprocal {
+					mean = sum[i] * (1 / float32(n))
+				}
+				if math.Float32bits(v) != math.Float32bits(mean) {
+					t.Fatalf("step %d: exchanged [%d] = %v, but the workers' payloads decoded one by one sum to %v (mean %v)", step, i, v, sum[i], mean)
 				}
 			}
 		}

@@ -287,48 +287,36 @@ func (c *dgc) flatEnd() int {
 	return end
 }
 
-// Decode scatter-adds every worker's (index, value) pairs into dst, in
-// rank order so that every worker rounds alike, and divides by N.
-func (c *dgc) Decode(last Combined, dst []float32, _ StepInfo) error {
-	clear(dst)
-	for rank, b := range last.Bytes {
-		d := NewDecoder(b)
-		for _, t := range c.tensors {
-			n := int(d.Uint32())
-			if d.Err() == nil && n > t.Size {
-				return fmt.Errorf("dgc: worker %d sent %d values for tensor %s of %d elements", rank, n, t.Name, t.Size)
-			}
-			if cap(c.decIdx) < n {
-				c.decIdx, c.decVals = make([]int32, n), make([]float32, n)
-			}
-			idx, vals := c.decIdx[:n], c.decVals[:n]
-			d.Indices(idx, t.Size, c.narrow)
-			if c.fp16 {
-				d.Float16s(vals)
-			} else {
-				d.Float32s(vals)
-			}
-			if d.Err() != nil {
-				break
-			}
-			out := dst[t.Offset : t.Offset+t.Size]
-			for i, j := range idx {
-				if uint32(j) >= uint32(t.Size) {
-					return fmt.Errorf("dgc: worker %d sent index %d for tensor %s of %d elements", rank, j, t.Name, t.Size)
-				}
-				out[j] += vals[i]
-			}
+// DecodeAdd scatter-adds one worker's (index, value) pairs.
+func (c *dgc) DecodeAdd(p Payload, dst []float32, _ StepInfo) error {
+	d := NewDecoder(p.Bytes)
+	for _, t := range c.tensors {
+		n := int(d.Uint32())
+		if d.Err() == nil && n > t.Size {
+			return fmt.Errorf("sent %d values for tensor %s of %d elements", n, t.Name, t.Size)
 		}
-		if err := d.Done(); err != nil {
-			return fmt.Errorf("dgc: worker %d: %w", rank, err)
+		if cap(c.decIdx) < n {
+			c.decIdx, c.decVals = make([]int32, n), make([]float32, n)
+		}
+		idx, vals := c.decIdx[:n], c.decVals[:n]
+		d.Indices(idx, t.Size, c.narrow)
+		if c.fp16 {
+			d.Float16s(vals)
+		} else {
+			d.Float32s(vals)
+		}
+		if d.Err() != nil {
+			break
+		}
+		out := dst[t.Offset : t.Offset+t.Size]
+		for i, j := range idx {
+			if uint32(j) >= uint32(t.Size) {
+				return fmt.Errorf("sent index %d for tensor %s of %d elements", j, t.Name, t.Size)
+			}
+			out[j] += vals[i]
 		}
 	}
-	if n := float32(len(last.Bytes)); n > 1 {
-		for i, x := range dst {
-			dst[i] = x / n
-		}
-	}
-	return nil
+	return d.Done()
 }
 
 // Compensated is the accumulator v of the last step before the sent entries

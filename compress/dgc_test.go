@@ -51,7 +51,7 @@ func dgcStep(t testing.TB, c *dgc, grad []float32, step int, params []float32) (
 	p.Bytes = slices.Clone(p.Bytes)
 	p.TensorWire = slices.Clone(p.TensorWire)
 	out := make([]float32, len(grad))
-	if err := c.Decode(Combined{Bytes: [][]byte{p.Bytes}, Workers: 1}, out, info); err != nil {
+	if err := decodeMean(c, Combined{Bytes: [][]byte{p.Bytes}, Workers: 1}, out, info); err != nil {
 		t.Fatal(err)
 	}
 	return p, out
@@ -504,7 +504,7 @@ func TestDGCPayload(t *testing.T) {
 		}
 		p2, _ := dgcStep(t, c2, g2, 0, nil)
 		mean := make([]float32, len(g))
-		if err := c.Decode(Combined{Bytes: [][]byte{p.Bytes, p2.Bytes}, Workers: 2}, mean, StepInfo{}); err != nil {
+		if err := decodeMean(c, Combined{Bytes: [][]byte{p.Bytes, p2.Bytes}, Workers: 2}, mean, StepInfo{}); err != nil {
 			t.Fatal(err)
 		}
 		for i := range out {
@@ -514,10 +514,10 @@ func TestDGCPayload(t *testing.T) {
 
 		bad := slices.Clone(p.Bytes)
 		binary.LittleEndian.PutUint32(bad[4:], 8) // index 8 of an 8-element tensor
-		if err := c.Decode(Combined{Bytes: [][]byte{bad}, Workers: 1}, mean, StepInfo{}); err == nil {
+		if err := decodeMean(c, Combined{Bytes: [][]byte{bad}, Workers: 1}, mean, StepInfo{}); err == nil {
 			t.Errorf("fp16 %v: out-of-range index accepted", fp16)
 		}
-		if err := c.Decode(Combined{Bytes: [][]byte{p.Bytes[:len(p.Bytes)-1]}, Workers: 1}, mean, StepInfo{}); err == nil {
+		if err := decodeMean(c, Combined{Bytes: [][]byte{p.Bytes[:len(p.Bytes)-1]}, Workers: 1}, mean, StepInfo{}); err == nil {
 			t.Errorf("fp16 %v: truncated payload accepted", fp16)
 		}
 	}
@@ -627,13 +627,14 @@ func TestDGCStepDoesNotAllocate(t *testing.T) {
 	out := make([]float32, len(g))
 	all := make([][]byte, 1)
 	info := StepInfo{Step: 100, StepsPerEpoch: 2, Workers: 4, Params: params}
+	s := newSender("dgc", c, len(out))
 	step := func() {
 		p, err := c.Encode(0, g, Combined{}, info)
 		if err != nil {
 			t.Fatal(err)
 		}
 		all[0] = p.Bytes
-		if err := c.Decode(Combined{Bytes: all, Workers: 1}, out, info); err != nil {
+		if err := s.Decompress(Combined{Bytes: all, Workers: 1}, out, info); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -668,13 +669,14 @@ func BenchmarkDGC(b *testing.B) {
 				out := make([]float32, n)
 				all := make([][]byte, 1)
 				info := StepInfo{Workers: 1, Params: params}
+				s := newSender("dgc", c, len(out))
 				step := func() {
 					p, err := c.Encode(0, g, Combined{}, info)
 					if err != nil {
 						b.Fatal(err)
 					}
 					all[0] = p.Bytes
-					if err := c.Decode(Combined{Bytes: all, Workers: 1}, out, info); err != nil {
+					if err := s.Decompress(Combined{Bytes: all, Workers: 1}, out, info); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -51,23 +51,19 @@ func (c *efSignSGD) Encode(_ int, grad []float32, _ Combined, _ StepInfo) (Paylo
 	return Payload{Bytes: c.enc.Bytes(), Wire: int64(c.enc.Len()), TensorWire: c.tw}, nil
 }
 
-// Decode adds every worker's signed scales in rank order and divides by N.
-func (c *efSignSGD) Decode(last Combined, dst []float32, _ StepInfo) error {
-	if err := checkGathered("efsignsgd", last, c.wire); err != nil {
+// DecodeAdd adds one worker's signed scales.
+func (c *efSignSGD) DecodeAdd(p Payload, dst []float32, _ StepInfo) error {
+	if err := checkSize(p, c.wire); err != nil {
 		return err
 	}
-	clear(dst)
-	for _, b := range last.Bytes {
-		d := NewDecoder(b) // the length was checked: the reads cannot run short
-		for _, t := range c.tensors {
-			mask := d.Raw((t.Size + 7) / 8)
-			d.Float32s(c.scale[:])
-			for i := range dst[t.Offset : t.Offset+t.Size] {
-				dst[t.Offset+i] += c.scale[0] * float32(1-2*int(mask[i>>3]>>(i&7)&1))
-			}
+	d := NewDecoder(p.Bytes) // the length was checked: the reads cannot run short
+	for _, t := range c.tensors {
+		mask := d.Raw((t.Size + 7) / 8)
+		d.Float32s(c.scale[:])
+		for i := range dst[t.Offset : t.Offset+t.Size] {
+			dst[t.Offset+i] += c.scale[0] * float32(1-2*int(mask[i>>3]>>(i&7)&1))
 		}
 	}
-	divideSum(dst, last.Workers)
 	return nil
 }
 

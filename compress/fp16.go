@@ -1,6 +1,10 @@
 package compress
 
-import "github.com/gradwire/gradwire/dist"
+import (
+	"fmt"
+
+	"github.com/gradwire/gradwire/dist"
+)
 
 // fp16 casts gradients to IEEE half precision for an all-reduce: 2 bytes per
 // value on the wire. The simulated sum adds the half-precision values in float32
@@ -15,7 +19,7 @@ func newFP16(_ Config, tensors []Tensor, _, _ int, _ int64, _ Hyper) (Compressor
 	return &fp16{buf: make([]float32, packedSize(tensors)), tw: elementWire(tensors, 2)}, nil
 }
 
-func (c *fp16) Needs() Needs                           { return Needs{Collective: dist.OpAllReduce, Rounds: 1} }
+func (c *fp16) Needs() Needs                           { return Needs{Collective: dist.OpAllReduce, Rounds: 1, Reciprocal: true} }
 func (c *fp16) Steady(StepInfo) bool                   { return true }
 func (c *fp16) State() map[string][]float32            { return nil }
 func (c *fp16) SetState(st map[string][]float32) error { return noState("fp16", st) }
@@ -26,8 +30,15 @@ func (c *fp16) Encode(_ int, grad []float32, _ Combined, _ StepInfo) (Payload, e
 	return Payload{Floats: c.buf, Wire: int64(2 * len(c.buf)), TensorWire: c.tw}, nil
 }
 
-func (c *fp16) Decode(last Combined, dst []float32, _ StepInfo) error {
-	return meanInto(dst, last)
+// DecodeAdd adds the summed values.
+func (c *fp16) DecodeAdd(p Payload, dst []float32, _ StepInfo) error {
+	if len(p.Floats) != len(c.buf) {
+		return fmt.Errorf("%d summed values, want %d", len(p.Floats), len(c.buf))
+	}
+	for i, v := range p.Floats {
+		dst[i] += v
+	}
+	return nil
 }
 
 // elementWire is the TensorWire of a compressor that sends every value of
@@ -47,13 +58,4 @@ func packedSize(tensors []Tensor) int {
 	}
 	t := tensors[len(tensors)-1]
 	return t.Offset + t.Size
-}
-
-// meanInto writes an all-reduce round's sum divided by the number of workers.
-func meanInto(dst []float32, last Combined) error {
-	inv := 1 / float32(last.Workers)
-	for i, v := range last.Floats {
-		dst[i] = v * inv
-	}
-	return nil
 }

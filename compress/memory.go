@@ -55,19 +55,21 @@ type ErrorFeedback interface {
 
 // sender is the generic part of one worker's step around its compressor:
 // error feedback when the compressor asks for it, and the checkpoint state of
-// both. Encode and Decode stay the compressor's.
+// both, and the mean over the workers' decoded payloads. Encoding and
+// decoding one payload stay the compressor's.
 type sender struct {
 	name  string // registry name, for errors
 	c     Compressor
 	needs Needs
 	mem   *Memory   // nil without Needs.ErrorFeedback
-	sent  []float32 // Decode of this worker's own payload
-	own   [][]byte  // one-payload Combined for the own decode, reused
+	sent  []float32 // DecodeAdd of this worker's own payload
 	ef    ErrorFeedback
+	whole CombinedDecoder // non-nil when the compressor decodes the combined result itself
 }
 
 func newSender(name string, c Compressor, n int) *sender {
-	s := &sender{name: name, c: c, needs: c.Needs(), own: make([][]byte, 1)}
+	s := &sender{name: name, c: c, needs: c.Needs()}
+	s.whole, _ = c.(CombinedDecoder)
 	if s.needs.ErrorFeedback {
 		s.mem, s.sent = NewMemory(n), make([]float32, n)
 		s.ef = s
@@ -89,21 +91,50 @@ func (s *sender) Compress(r int, grad []float32, prev Combined, info StepInfo) (
 		return p, err
 	}
 	// Decode before the collective: an all-reduce sums into p.Floats.
-	own := Combined{Floats: p.Floats, Workers: 1}
-	if s.needs.Collective == dist.OpAllGather {
-		s.own[0] = p.Bytes
-		own = Combined{Bytes: s.own, Workers: 1}
-	}
-	if err := s.c.Decode(own, s.sent, info); err != nil {
+	clear(s.sent)
+	if err := s.c.DecodeAdd(p, s.sent, info); err != nil {
 		return p, fmt.Errorf("%s: decoding the own payload: %w", s.name, err)
 	}
 	s.mem.Update(s.sent)
 	return p, nil
 }
 
-// Decompress is the compressor's Decode.
+// Decompress writes the mean over the workers into dst from the last
+// round's combined result: every payload decoded and added in rank order
+// (the same float32 operations in the same order on every worker), then
+// divided by N.
 func (s *sender) Decompress(last Combined, dst []float32, info StepInfo) error {
-	return s.c.Decode(last, dst, info)
+	if s.whole != nil {
+		return s.whole.DecodeMean(last, dst, info)
+	}
+	n := last.Workers
+	if n < 1 {
+		return fmt.Errorf("%s: %d workers", s.name, n)
+	}
+	clear(dst)
+	if s.needs.Collective == dist.OpAllReduce {
+		if err := s.c.DecodeAdd(Payload{Floats: last.Floats}, dst, info); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+	} else {
+		if len(last.Bytes) != n {
+			return fmt.Errorf("%s: %d payloads for %d workers", s.name, len(last.Bytes), n)
+		}
+		for w, b := range last.Bytes {
+			if err := s.c.DecodeAdd(Payload{Bytes: b}, dst, info); err != nil {
+				return fmt.Errorf("%s: worker %d: %w", s.name, w, err)
+			}
+		}
+	}
+	if s.needs.Reciprocal {
+		inv := 1 / float32(n)
+		for i := range dst {
+			dst[i] *= inv
+		}
+	} else {
+		divideSum(dst, n)
+	}
+	return nil
 }
 
 // Feedback is the worker's error feedback, nil when nothing is fed back.

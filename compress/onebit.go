@@ -118,31 +118,26 @@ func (c *oneBit) Encode(_ int, grad []float32, _ Combined, _ StepInfo) (Payload,
 	return Payload{Bytes: c.enc.Bytes(), Wire: int64(c.enc.Len()), TensorWire: c.tw}, nil
 }
 
-// Decode adds every worker's reconstruction in rank order and divides by N.
-func (c *oneBit) Decode(last Combined, dst []float32, _ StepInfo) error {
-	if err := checkGathered("onebit", last, c.wire); err != nil {
+// DecodeAdd adds one worker's reconstruction.
+func (c *oneBit) DecodeAdd(p Payload, dst []float32, _ StepInfo) error {
+	if err := checkSize(p, c.wire); err != nil {
 		return err
 	}
-	clear(dst)
-	for _, b := range last.Bytes {
-		// The length was checked: the reads below cannot run short.
-		d := NewDecoder(b)
-		for ti, t := range c.tensors {
-			cols := c.cols[ti]
-			mask := d.Raw((t.Size + 7) / 8)
-			scale := c.scale[:2*cols]
-			d.Float32s(scale)
-			out := dst[t.Offset : t.Offset+t.Size]
-			for r := 0; r < len(out); r += cols {
-				for j := range out[r : r+cols] {
-					i := r + j
-					bit := int(mask[i>>3] >> (i & 7) & 1)
-					out[i] += scale[2*j+1-bit]
-				}
+	d := NewDecoder(p.Bytes) // the length was checked: the reads cannot run short
+	for ti, t := range c.tensors {
+		cols := c.cols[ti]
+		mask := d.Raw((t.Size + 7) / 8)
+		scale := c.scale[:2*cols]
+		d.Float32s(scale)
+		out := dst[t.Offset : t.Offset+t.Size]
+		for r := 0; r < len(out); r += cols {
+			for j := range out[r : r+cols] {
+				i := r + j
+				bit := int(mask[i>>3] >> (i & 7) & 1)
+				out[i] += scale[2*j+1-bit]
 			}
 		}
 	}
-	divideSum(dst, last.Workers)
 	return nil
 }
 

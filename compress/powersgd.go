@@ -86,8 +86,9 @@ type psgdMatrix struct {
 type powerSGDEF struct{ *powerSGD }
 
 var (
-	_ Compressor    = (*powerSGD)(nil)
-	_ ErrorFeedback = powerSGDEF{}
+	_ Compressor      = (*powerSGD)(nil)
+	_ CombinedDecoder = (*powerSGD)(nil)
+	_ ErrorFeedback   = powerSGDEF{}
 )
 
 // psgdCompressed applies PyTorch's rule: compress an n x m matrix at rank r
@@ -259,7 +260,15 @@ func (c *powerSGD) round1(prev Combined) (Payload, error) {
 	return Payload{Floats: c.pay1[:c.len1], Wire: int64(4 * c.len1), TensorWire: c.wire1}, nil
 }
 
-func (c *powerSGD) Decode(last Combined, dst []float32, info StepInfo) error {
+// DecodeAdd is not defined for PowerSGD: its payloads decode only together
+// (DecodeMean).
+func (c *powerSGD) DecodeAdd(Payload, []float32, StepInfo) error {
+	return fmt.Errorf("powersgd: a payload cannot be decoded on its own")
+}
+
+// DecodeMean writes P (sum Q / N)^T, the mean approximation, and with error
+// feedback the residual M - that.
+func (c *powerSGD) DecodeMean(last Combined, dst []float32, info StepInfo) error {
 	if len(dst) != c.size || last.Workers < 1 {
 		return fmt.Errorf("powersgd: decompress into %d values from %d workers, want %d", len(dst), last.Workers, c.size)
 	}

@@ -88,7 +88,7 @@ func psgdStep(t testing.TB, cs []Compressor, grads [][]float32, step int) (outs 
 	outs = make([][]float32, n)
 	for w, c := range cs {
 		outs[w] = make([]float32, len(grads[w]))
-		if err := c.Decode(prev[w], outs[w], StepInfo{Step: step, Worker: w, Workers: n}); err != nil {
+		if err := decodeMean(c, prev[w], outs[w], StepInfo{Step: step, Worker: w, Workers: n}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -712,6 +712,7 @@ func BenchmarkPowerSGD(b *testing.B) {
 			}
 			dst := make([]float32, len(g))
 			info := StepInfo{Step: 0, Workers: 1}
+			snd := newSender("powersgd", c, len(dst))
 			step := func() {
 				p0, err := c.Encode(0, g, Combined{}, info)
 				if err != nil {
@@ -721,7 +722,7 @@ func BenchmarkPowerSGD(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := c.Decode(Combined{Floats: p1.Floats, Workers: 1}, dst, info); err != nil {
+				if err := snd.Decompress(Combined{Floats: p1.Floats, Workers: 1}, dst, info); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -126,30 +126,20 @@ func (c *randomK) Encode(_ int, grad []float32, _ Combined, info StepInfo) (Payl
 	return Payload{Floats: c.vals, Wire: c.wire, TensorWire: c.tw}, nil
 }
 
-// Decode writes the all-reduced sum divided by N at the step's positions
-// and zero elsewhere.
-func (c *randomK) Decode(last Combined, dst []float32, info StepInfo) error {
-	if len(last.Floats) != len(c.vals) {
-		return fmt.Errorf("randomk: %d summed values, want %d", len(last.Floats), len(c.vals))
-	}
-	if last.Workers < 1 {
-		return fmt.Errorf("randomk: %d workers", last.Workers)
+// DecodeAdd adds the summed values at the step's positions.
+func (c *randomK) DecodeAdd(p Payload, dst []float32, info StepInfo) error {
+	if len(p.Floats) != len(c.vals) {
+		return fmt.Errorf("%d summed values, want %d", len(p.Floats), len(c.vals))
 	}
 	c.draw(info.Step)
-	clear(dst)
-	c.scatter(dst, last.Floats, float32(last.Workers))
-	return nil
-}
-
-// scatter writes vals/div at the drawn positions of dst (packed).
-func (c *randomK) scatter(dst, vals []float32, div float32) {
 	for ti, t := range c.tensors {
 		o, k := c.koff[ti], c.ks[ti]
 		out := dst[t.Offset : t.Offset+t.Size]
 		for j, i := range c.idx[o : o+k] {
-			out[i] = vals[o+j] / div
+			out[i] += p.Floats[o+j]
 		}
 	}
+	return nil
 }
 
 func (c *randomK) State() map[string][]float32 { return nil }

@@ -87,36 +87,30 @@ func (c *topK) Encode(_ int, grad []float32, _ Combined, _ StepInfo) (Payload, e
 	return Payload{Bytes: c.enc.Bytes(), Wire: int64(c.enc.Len()), TensorWire: c.tw}, nil
 }
 
-// Decode scatter-adds every worker's values in rank order, then divides by
-// N: the same float32 operations in the same order on every worker.
-func (c *topK) Decode(last Combined, dst []float32, _ StepInfo) error {
-	if err := checkGathered("topk", last, c.wire); err != nil {
+// DecodeAdd scatter-adds one worker's values.
+func (c *topK) DecodeAdd(p Payload, dst []float32, _ StepInfo) error {
+	if err := checkSize(p, c.wire); err != nil {
 		return err
 	}
-	clear(dst)
-	for w, b := range last.Bytes {
-		// The length was checked: the reads below cannot run short.
-		d := NewDecoder(b)
-		for ti, t := range c.tensors {
-			o, k := c.koff[ti], c.ks[ti]
-			// The own idx/vals were consumed by Encode: reuse them as scratch.
-			idx, vals := c.idx[o:o+k], c.vals[o:o+k]
-			d.Indices(idx, t.Size, c.narrow)
-			if c.fp16 {
-				d.Float16s(vals)
-			} else {
-				d.Float32s(vals)
+	d := NewDecoder(p.Bytes) // the length was checked: the reads cannot run short
+	for ti, t := range c.tensors {
+		o, k := c.koff[ti], c.ks[ti]
+		// The own idx/vals were consumed by Encode: reuse them as scratch.
+		idx, vals := c.idx[o:o+k], c.vals[o:o+k]
+		d.Indices(idx, t.Size, c.narrow)
+		if c.fp16 {
+			d.Float16s(vals)
+		} else {
+			d.Float32s(vals)
+		}
+		out := dst[t.Offset : t.Offset+t.Size]
+		for j, i := range idx {
+			if uint32(i) >= uint32(t.Size) {
+				return fmt.Errorf("tensor %s: index %d out of range [0, %d)", t.Name, i, t.Size)
 			}
-			out := dst[t.Offset : t.Offset+t.Size]
-			for j, i := range idx {
-				if uint32(i) >= uint32(t.Size) {
-					return fmt.Errorf("topk: worker %d: tensor %s: index %d out of range [0, %d)", w, t.Name, i, t.Size)
-				}
-				out[i] += vals[j]
-			}
+			out[i] += vals[j]
 		}
 	}
-	divideSum(dst, last.Workers)
 	return nil
 }
 
@@ -124,16 +118,11 @@ func (c *topK) State() map[string][]float32 { return nil }
 
 func (c *topK) SetState(st map[string][]float32) error { return noState("topk", st) }
 
-// checkGathered validates an all-gather round's result before decoding: one
-// payload per worker, each of the fixed size the config implies.
-func checkGathered(name string, last Combined, size int) error {
-	if last.Workers < 1 || len(last.Bytes) != last.Workers {
-		return fmt.Errorf("%s: %d payloads for %d workers", name, len(last.Bytes), last.Workers)
-	}
-	for w, b := range last.Bytes {
-		if len(b) != size {
-			return fmt.Errorf("%s: worker %d: payload of %d bytes, want %d", name, w, len(b), size)
-		}
+// checkSize validates a payload of the fixed size the config implies before
+// it is decoded.
+func checkSize(p Payload, size int) error {
+	if len(p.Bytes) != size {
+		return fmt.Errorf("payload of %d bytes, want %d", len(p.Bytes), size)
 	}
 	return nil
 }

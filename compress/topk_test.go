@@ -417,3 +417,8 @@ func benchBaseline(b *testing.B, name string) {
 }
 
 func BenchmarkTopK(b *testing.B) { benchBaseline(b, "topk") }
+
+// decodeMean is the exchange's mean over a combined result, for compressor c.
+func decodeMean(c Compressor, last Combined, dst []float32, info StepInfo) error {
+	return newSender("test", c, len(dst)).Decompress(last, dst, info)
+}

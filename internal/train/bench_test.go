@@ -77,9 +77,19 @@ func (t timedCompressor) Encode(r int, g []float32, prev compress.Combined, ctx 
 	return p, err
 }
 
-func (t timedCompressor) Decode(last compress.Combined, dst []float32, ctx compress.StepInfo) error {
+func (t timedCompressor) DecodeAdd(p compress.Payload, dst []float32, ctx compress.StepInfo) error {
 	t0 := time.Now()
-	err := t.Compressor.Decode(last, dst, ctx)
+	err := t.Compressor.DecodeAdd(p, dst, ctx)
+	*t.spent += time.Since(t0)
+	return err
+}
+
+// timedWhole times a compressor that decodes the combined result itself.
+type timedWhole struct{ timedCompressor }
+
+func (t timedWhole) DecodeMean(last compress.Combined, dst []float32, ctx compress.StepInfo) error {
+	t0 := time.Now()
+	err := t.Compressor.(compress.CombinedDecoder).DecodeMean(last, dst, ctx)
 	*t.spent += time.Since(t0)
 	return err
 }
@@ -114,6 +124,9 @@ func BenchmarkCompressionShare(b *testing.B) {
 			build := compress.Registry[name]
 			compress.Registry[timed] = func(c compress.Config, ts []compress.Tensor, w, n int, seed int64, h compress.Hyper) (compress.Compressor, error) {
 				inner, err := build(c, ts, w, n, seed, h)
+				if _, ok := inner.(compress.CombinedDecoder); ok {
+					return timedWhole{timedCompressor{inner, &spent[w]}}, err
+				}
 				return timedCompressor{inner, &spent[w]}, err
 			}
 			defer delete(compress.Registry, timed)
