@@ -8,22 +8,22 @@ import (
 	"github.com/gradwire/gradwire/dist"
 )
 
-// Memory is error feedback (the residual accumulation of Seide et al. 2014 and
+// memory is error feedback (the residual accumulation of Seide et al. 2014 and
 // Lin et al. 2018): what a worker did not send is added to its next gradient.
 // It keeps the compensated gradient of the step, so that the invariant
 // compensated == sent + residual can be checked.
-type Memory struct {
+type memory struct {
 	residual    []float32
 	compensated []float32
 }
 
-// NewMemory is error feedback for a packed buffer of n values.
-func NewMemory(n int) *Memory {
-	return &Memory{residual: make([]float32, n), compensated: make([]float32, n)}
+// newMemory is error feedback for a packed buffer of n values.
+func newMemory(n int) *memory {
+	return &memory{residual: make([]float32, n), compensated: make([]float32, n)}
 }
 
 // Compensate adds the residual to g in place (g becomes the compensated gradient).
-func (m *Memory) Compensate(g []float32) {
+func (m *memory) Compensate(g []float32) {
 	for i, e := range m.residual {
 		g[i] += e
 	}
@@ -31,22 +31,23 @@ func (m *Memory) Compensate(g []float32) {
 }
 
 // Update keeps what was not sent: residual = compensated - sent.
-func (m *Memory) Update(sent []float32) {
+func (m *memory) Update(sent []float32) {
 	for i, c := range m.compensated {
 		m.residual[i] = c - sent[i]
 	}
 }
 
 // Residual is the current residual (aliased).
-func (m *Memory) Residual() []float32 { return m.residual }
+func (m *memory) Residual() []float32 { return m.residual }
 
 // Compensated is the last compensated gradient (aliased).
-func (m *Memory) Compensated() []float32 { return m.compensated }
+func (m *memory) Compensated() []float32 { return m.compensated }
 
-// ErrorFeedback is implemented by compressors that keep a residual. After a
-// step, Compensated() == Sent() + Residual() element-wise: Sent is what this
-// worker's contribution decompresses to (for PowerSGD, the approximation every
-// worker applies).
+// ErrorFeedback is a worker's residual as Exchange.Feedback reports it: the
+// exchange's own for compressors with Needs.ErrorFeedback, the compressor's
+// for those that keep one themselves. After a step, Compensated() == Sent() +
+// Residual() element-wise: Sent is what this worker's contribution decodes to
+// (for PowerSGD, the approximation every worker applies).
 type ErrorFeedback interface {
 	Compensated() []float32
 	Sent() []float32
@@ -61,7 +62,7 @@ type sender struct {
 	name  string // registry name, for errors
 	c     Compressor
 	needs Needs
-	mem   *Memory   // nil without Needs.ErrorFeedback
+	mem   *memory   // nil without Needs.ErrorFeedback
 	sent  []float32 // DecodeAdd of this worker's own payload
 	ef    ErrorFeedback
 	whole CombinedDecoder // non-nil when the compressor decodes the combined result itself
@@ -71,7 +72,7 @@ func newSender(name string, c Compressor, n int) *sender {
 	s := &sender{name: name, c: c, needs: c.Needs()}
 	s.whole, _ = c.(CombinedDecoder)
 	if s.needs.ErrorFeedback {
-		s.mem, s.sent = NewMemory(n), make([]float32, n)
+		s.mem, s.sent = newMemory(n), make([]float32, n)
 		s.ef = s
 	} else if ef, ok := c.(ErrorFeedback); ok {
 		s.ef = ef
