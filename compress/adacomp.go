@@ -109,9 +109,12 @@ func newAdaComp(cfg Config, tensors []Tensor, _, _ int, _ int64, _ Hyper) (Compr
 	return c, nil
 }
 
-func (c *adaComp) Kind() dist.Kind     { return dist.KindAllGather }
-func (c *adaComp) Rounds() int         { return 1 }
-func (c *adaComp) Steady(Context) bool { return true } // no warm-up
+// Needs: AdaComp keeps its residue itself: its selection reads the raw
+// gradient too (H = G + g), not only the compensated one.
+func (c *adaComp) Needs() Needs {
+	return Needs{Collective: dist.OpAllGather, Rounds: 1, Reciprocal: true}
+}
+func (c *adaComp) Steady(StepInfo) bool { return true } // no warm-up
 
 // Compensated is G = R + g of the last step.
 func (c *adaComp) Compensated() []float32 { return c.comp }
@@ -122,7 +125,7 @@ func (c *adaComp) Sent() []float32 { return c.sent }
 // Residual is R after the last step.
 func (c *adaComp) Residual() []float32 { return c.residual }
 
-func (c *adaComp) Compress(r int, grad []float32, _ Combined, _ Context) (Payload, error) {
+func (c *adaComp) Encode(r int, grad []float32, _ Combined, _ StepInfo) (Payload, error) {
 	if r != 0 {
 		return Payload{}, fmt.Errorf("compress adacomp: round %d of 1", r)
 	}
@@ -212,31 +215,12 @@ func (c *adaComp) compressTensor(e *Encoder, t Tensor, bin int, g []float32) {
 	e.Float32s([]float32{scale})
 }
 
-// Decompress scatter-adds every worker's values in rank order, then divides by
-// the number of workers.
-func (c *adaComp) Decompress(last Combined, dst []float32, _ Context) error {
+// DecodeAdd scatter-adds one worker's values.
+func (c *adaComp) DecodeAdd(p Payload, dst []float32, _ StepInfo) error {
 	if len(dst) != len(c.residual) {
-		return fmt.Errorf("compress adacomp: output of %d values, expected %d", len(dst), len(c.residual))
+		return fmt.Errorf("output of %d values, expected %d", len(dst), len(c.residual))
 	}
-	if last.Workers < 1 || len(last.Bytes) != last.Workers {
-		return fmt.Errorf("compress adacomp: %d payloads from %d workers", len(last.Bytes), last.Workers)
-	}
-	clear(dst)
-	for w, b := range last.Bytes {
-		if err := c.addPayload(b, dst); err != nil {
-			return fmt.Errorf("compress adacomp: worker %d: %w", w, err)
-		}
-	}
-	inv := 1 / float32(last.Workers)
-	for i := range dst {
-		dst[i] *= inv
-	}
-	return nil
-}
-
-// addPayload decodes one worker's payload and adds its values into dst.
-func (c *adaComp) addPayload(b []byte, dst []float32) error {
-	d := NewDecoder(b)
+	d := NewDecoder(p.Bytes)
 	for _, t := range c.tensors {
 		k := int(d.Uint32())
 		if d.Err() != nil {

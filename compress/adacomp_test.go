@@ -61,7 +61,7 @@ func adaCompClose(t *testing.T, what string, got, want []float32) {
 // it with the one-worker decompression.
 func adaCompRoundTrip(t *testing.T, c *adaComp, g []float32) (Payload, []float32) {
 	t.Helper()
-	p, err := c.Compress(0, g, Combined{}, Context{})
+	p, err := c.Encode(0, g, Combined{}, StepInfo{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func adaCompRoundTrip(t *testing.T, c *adaComp, g []float32) (Payload, []float32
 		t.Fatalf("wire %d, %d bytes, per tensor %v", p.Wire, len(p.Bytes), p.TensorWire)
 	}
 	out := make([]float32, len(g))
-	if err := c.Decompress(Combined{Bytes: [][]byte{p.Bytes}, Workers: 1}, out, Context{}); err != nil {
+	if err := decodeMean(c, Combined{Bytes: [][]byte{p.Bytes}, Workers: 1}, out, StepInfo{}); err != nil {
 		t.Fatal(err)
 	}
 	return p, out
@@ -138,20 +138,20 @@ func TestAdaCompFP32Values(t *testing.T) {
 func TestAdaCompMeanOverWorkers(t *testing.T) {
 	tensors := adaCompTensors(8, optim.KindLinear)
 	c0 := newAdaCompTest(t, tensors, 99, 4, false, append([]float32(nil), adaCompR...))
-	p0, err := c0.Compress(0, append([]float32(nil), adaCompG...), Combined{}, Context{})
+	p0, err := c0.Encode(0, append([]float32(nil), adaCompG...), Combined{}, StepInfo{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Worker 1, R = 0: G = g, H = 2g. Bin 0: gmax 1, only |H_0| = 2 passes;
 	// bin 1: gmax 1, only |H_7| = 2. scale 1: sent [1 0 0 0 | 0 0 0 -1].
 	c1 := newAdaCompTest(t, tensors, 99, 4, false)
-	p1, err := c1.Compress(0, []float32{1, 0, 0, 0, 0, 0, 0, -1}, Combined{}, Context{})
+	p1, err := c1.Encode(0, []float32{1, 0, 0, 0, 0, 0, 0, -1}, Combined{}, StepInfo{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := make([]float32, 8)
 	for _, c := range []*adaComp{c0, c1} {
-		if err := c.Decompress(Combined{Bytes: [][]byte{p0.Bytes, p1.Bytes}, Workers: 2}, out, Context{}); err != nil {
+		if err := decodeMean(c, Combined{Bytes: [][]byte{p0.Bytes, p1.Bytes}, Workers: 2}, out, StepInfo{}); err != nil {
 			t.Fatal(err)
 		}
 		// (worker 0's [2.5 2.5 0 2.5 | -2.5 0 0 0] + worker 1's) / 2
@@ -216,7 +216,7 @@ func TestAdaCompBadPayload(t *testing.T) {
 		good := append([]byte(nil), p.Bytes...)
 		out := make([]float32, 16)
 		decode := func(b ...[]byte) error {
-			return c.Decompress(Combined{Bytes: b, Workers: len(b)}, out, Context{})
+			return decodeMean(c, Combined{Bytes: b, Workers: len(b)}, out, StepInfo{})
 		}
 		for n := range len(good) {
 			if err := decode(good[:n]); err == nil {
@@ -236,7 +236,7 @@ func TestAdaCompBadPayload(t *testing.T) {
 		if err := decode(bad); err == nil {
 			t.Fatal("9 values for 8 elements accepted")
 		}
-		if err := c.Decompress(Combined{Bytes: [][]byte{good}, Workers: 2}, out, Context{}); err == nil {
+		if err := decodeMean(c, Combined{Bytes: [][]byte{good}, Workers: 2}, out, StepInfo{}); err == nil {
 			t.Fatal("one payload for two workers accepted")
 		}
 		if err := decode(good, good); err != nil {
@@ -270,7 +270,7 @@ func TestAdaCompStateResume(t *testing.T) {
 	}
 	a := newAdaCompTest(t, tensors, 50, 500, false)
 	for _, g := range grads[:2] {
-		if _, err := a.Compress(0, append([]float32(nil), g...), Combined{}, Context{}); err != nil {
+		if _, err := a.Encode(0, append([]float32(nil), g...), Combined{}, StepInfo{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -315,13 +315,14 @@ func BenchmarkAdaComp(b *testing.B) {
 				}
 				out := make([]float32, n)
 				all := make([][]byte, 1) // the combined round, reused
+				s := newSender("adacomp", c, len(out))
 				step := func() {
-					p, err := c.Compress(0, g, Combined{}, Context{})
+					p, err := c.Encode(0, g, Combined{}, StepInfo{})
 					if err != nil {
 						b.Fatal(err)
 					}
 					all[0] = p.Bytes
-					if err := c.Decompress(Combined{Bytes: all, Workers: 1}, out, Context{}); err != nil {
+					if err := s.Decompress(Combined{Bytes: all, Workers: 1}, out, StepInfo{}); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -1,7 +1,22 @@
-// Package compress holds the gradient compressors (the algorithms that decide
-// what each worker puts on the wire), error-feedback memory, the per-worker
-// exchange that drives a compressor through the collective, and exact wire-size
-// accounting. It never imports Gorgonia.
+// Package compress exchanges gradients between data-parallel workers, with
+// compression. It never imports Gorgonia.
+//
+// Exchange is one worker's exchange (a dist.Exchanger). Tensors that the
+// layer policy keeps dense (Compressed) are all-reduced as float32 (or
+// float16 with compress.dense_fp16); the others are packed and go through the
+// configured Compressor in a generic step:
+//
+//	compensate  add the residual (error feedback, when the compressor asks)
+//	encode      the compressor's payload, per collective round
+//	residual    compensated - DecodeAdd(this worker's own payload)
+//	collective  all-reduce (summable payloads) or all-gather
+//	decode      DecodeAdd of every worker's payload in rank order, divided by N
+//
+// A compressor declares what it needs once (Needs: collective, rounds, error
+// feedback, momentum ownership). Registry names them: none (every tensor
+// dense), fp16, topk, randomk, dgc, adacomp, onebit, efsignsgd, powersgd.
+// The exchange counts every byte it puts on the wire (Traffic), per layer
+// kind and after warm-up.
 package compress
 
 import (
@@ -17,12 +32,12 @@ type Tensor struct {
 	Shape      []int
 	Kind       optim.Kind
 	Offset     int // in the packed buffer handed to the compressor
-	FlatOffset int // in the model's flat buffers (Context.Params)
+	FlatOffset int // in the model's flat buffers (StepInfo.Params)
 	Size       int
 }
 
-// Context is what a compressor may need to know about the step.
-type Context struct {
+// StepInfo is what a compressor may need to know about the step.
+type StepInfo struct {
 	Step          int       // global optimizer step, from 0
 	StepsPerEpoch int       // for epoch-based warm-up schedules
 	Worker        int       // this worker's rank
@@ -31,11 +46,11 @@ type Context struct {
 }
 
 // Epoch is the step's epoch, from 0.
-func (c Context) Epoch() int {
-	if c.StepsPerEpoch <= 0 {
+func (s StepInfo) Epoch() int {
+	if s.StepsPerEpoch <= 0 {
 		return 0
 	}
-	return c.Step / c.StepsPerEpoch
+	return s.Step / s.StepsPerEpoch
 }
 
 // Payload is what one worker puts on the wire in one round.
@@ -61,34 +76,61 @@ type Combined struct {
 	Workers int
 }
 
+// Needs is what a compressor asks of the exchange, fixed when it is built.
+type Needs struct {
+	// Collective is the collective every round needs: all-reduce rounds sum
+	// the workers' Floats element-wise, so only payloads whose sum decodes to
+	// the sum of the decoded payloads may use it.
+	Collective dist.Op
+	// Rounds is the number of collective rounds per step (PowerSGD: 2).
+	Rounds int
+	// ErrorFeedback asks the exchange to keep the residual: it adds it to the
+	// gradient before Encode and sets it to the compensated gradient minus
+	// DecodeAdd of this worker's own payload. Compressors whose residual is not
+	// that (DGC's masked velocity, PowerSGD's residual against the aggregated
+	// P, AdaComp's residue, whose selection reads the raw gradient too) keep
+	// it themselves and leave this false.
+	ErrorFeedback bool
+	// OwnsMomentum: the compressor applies momentum and weight decay itself
+	// (DGC's momentum correction), so the optimizer must take plain steps on
+	// the compressed tensors.
+	OwnsMomentum bool
+	// Reciprocal: the mean multiplies the sum by float32(1/N) instead of
+	// dividing it by N. The two differ in the last bit for some N; each
+	// compressor keeps the arithmetic its results were produced with.
+	Reciprocal bool
+}
+
 // Compressor is one logical worker's side of a compression algorithm for the
 // tensors it compresses (tensors that the layer policy sends dense never reach
-// it). The exchange calls Compress for rounds 0..Rounds()-1, combining each
-// round's payloads through the collective of Kind, then Decompress.
+// it). The exchange calls Encode for rounds 0..Rounds-1, combining each
+// round's payloads through the Collective; then it adds up what the last
+// round's payloads decode to (DecodeAdd, in rank order) and divides by N.
 type Compressor interface {
-	// Kind is the collective every round of this compressor needs.
-	Kind() dist.Kind
-	// Rounds is the number of collective rounds per step (PowerSGD: 2).
-	Rounds() int
-	// Compress returns round r's payload for this worker's packed gradient grad
-	// (which it may use as scratch: the exchange does not read it afterwards);
-	// for r > 0, prev is round r-1's combined result.
-	Compress(r int, grad []float32, prev Combined, ctx Context) (Payload, error)
-	// Decompress writes the mean over workers of the decompressed gradients into
-	// dst (packed like grad) from the last round's combined result.
-	Decompress(last Combined, dst []float32, ctx Context) error
+	Needs() Needs
+	// Encode returns round r's payload for this worker's packed gradient grad
+	// (compensated when Needs.ErrorFeedback; the compressor may use it as
+	// scratch: the exchange does not read it afterwards); for r > 0, prev is
+	// round r-1's combined result.
+	Encode(r int, grad []float32, prev Combined, info StepInfo) (Payload, error)
+	// DecodeAdd adds what one payload decodes to into dst (packed like
+	// grad): one worker's Bytes after an all-gather, or the workers' summed
+	// Floats after an all-reduce (which decode to the sum of their values).
+	// It rejects a malformed payload.
+	DecodeAdd(p Payload, dst []float32, info StepInfo) error
 	// Steady reports whether the step is past the compressor's warm-up (for the
 	// steady-state compression ratio).
-	Steady(ctx Context) bool
-	// State returns the worker's compressor state (residuals, momenta, ...) as
-	// named buffers for checkpoints; SetState restores it.
+	Steady(info StepInfo) bool
+	// State returns the worker's compressor state (momenta, ...) as named
+	// buffers for checkpoints; SetState restores it.
 	State() map[string][]float32
 	SetState(map[string][]float32) error
 }
 
-// MomentumOwner is implemented by compressors that apply momentum themselves
-// (DGC's momentum correction): compressed tensors must then get plain SGD
-// without momentum on the receiving side.
-type MomentumOwner interface {
-	OwnsMomentum() bool
+// CombinedDecoder is a compressor whose last round cannot be decoded payload
+// by payload (PowerSGD: the summed Q is scaled, then multiplies the
+// aggregated P, and the residual is taken against that). The exchange hands
+// it the combined result, and it writes the mean itself.
+type CombinedDecoder interface {
+	DecodeMean(last Combined, dst []float32, info StepInfo) error
 }

@@ -76,10 +76,10 @@ func runWorkers(t *testing.T, name string, n, steps int) []*workerRun {
 	}
 	runs := make([]*workerRun, n)
 	for w := range runs {
-		ctx := func(step int) Context {
-			return Context{Step: step, StepsPerEpoch: 10, Worker: w, Workers: n, Params: flatParams}
+		info := func(step int) StepInfo {
+			return StepInfo{Step: step, StepsPerEpoch: 10, Worker: w, Workers: n, Params: flatParams}
 		}
-		x, err := NewExchange(conformanceConfig(name), params, members[w], 42, Hyper{Momentum: 0.9, WeightDecay: 1e-4}, ctx)
+		x, err := NewExchange(conformanceConfig(name), params, members[w], 42, Hyper{Momentum: 0.9, WeightDecay: 1e-4}, info)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +88,7 @@ func runWorkers(t *testing.T, name string, n, steps int) []*workerRun {
 	prevResidual := make([][]float32, n)
 	for step := 0; step < steps; step++ {
 		for w, r := range runs {
-			if ef, ok := r.x.Compressor().(ErrorFeedback); ok {
+			if ef := r.x.Feedback(); ef != nil {
 				prevResidual[w] = append(prevResidual[w][:0], ef.Residual()...)
 			}
 		}
@@ -115,14 +115,14 @@ func runWorkers(t *testing.T, name string, n, steps int) []*workerRun {
 			}
 		}
 		for w, r := range runs {
-			ef, ok := r.x.Compressor().(ErrorFeedback)
-			if !ok {
+			ef := r.x.Feedback()
+			if ef == nil {
 				continue
 			}
 			c, s, e := ef.Compensated(), ef.Sent(), ef.Residual()
 			// Error feedback adds the previous residual to the new gradient
 			// (compressors that apply momentum first accumulate velocity instead).
-			if mo, ok := r.x.Compressor().(MomentumOwner); !ok || !mo.OwnsMomentum() {
+			if !r.x.Compressor().Needs().OwnsMomentum {
 				for _, tn := range r.x.packed {
 					for i := 0; i < tn.Size; i++ {
 						want := r.grads[step][tn.FlatOffset+i] + prevResidual[w][tn.Offset+i]
@@ -236,10 +236,10 @@ func TestCountedBytesEqualEncodedLength(t *testing.T) {
 			xs := make([]*Exchange, n)
 			for w := range xs {
 				cms[w] = &countingMember{Collective: members[w]}
-				ctx := func(step int) Context {
-					return Context{Step: step, StepsPerEpoch: 10, Worker: w, Workers: n, Params: flat}
+				info := func(step int) StepInfo {
+					return StepInfo{Step: step, StepsPerEpoch: 10, Worker: w, Workers: n, Params: flat}
 				}
-				if xs[w], err = NewExchange(conformanceConfig(name), params, cms[w], 1, Hyper{Momentum: 0.9}, ctx); err != nil {
+				if xs[w], err = NewExchange(conformanceConfig(name), params, cms[w], 1, Hyper{Momentum: 0.9}, info); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -287,12 +287,12 @@ func TestCountedBytesEqualEncodedLength(t *testing.T) {
 				}
 				return
 			}
-			switch xs[0].Compressor().Kind() {
-			case dist.KindAllGather:
+			switch xs[0].Compressor().Needs().Collective {
+			case dist.OpAllGather:
 				if tr.Wire != denseBytes+cms[0].gathered {
 					t.Fatalf("counted %d bytes, the collective carried %d dense + %d gathered", tr.Wire, denseBytes, cms[0].gathered)
 				}
-			case dist.KindAllReduce:
+			case dist.OpAllReduce:
 				// All-reduce payloads are counted at their encoded size (fp16: 2
 				// bytes per value), never more than the float32 buffer carried.
 				if tr.Wire > 4*cms[0].reduced || tr.Wire < denseBytes {
@@ -310,7 +310,7 @@ func TestStateRoundTrip(t *testing.T) {
 			if runs[0].x.Compressor() == nil {
 				return // none: no state
 			}
-			st := runs[0].x.Compressor().State()
+			st := runs[0].x.State()
 			b, err := json.Marshal(st)
 			if err != nil {
 				t.Fatal(err)
@@ -319,7 +319,7 @@ func TestStateRoundTrip(t *testing.T) {
 			if err := json.Unmarshal(b, &back); err != nil {
 				t.Fatal(err)
 			}
-			if err := runs[0].x.Compressor().SetState(back); err != nil {
+			if err := runs[0].x.SetState(back); err != nil {
 				t.Fatal(err)
 			}
 			if len(st) > 0 {
@@ -328,10 +328,181 @@ func TestStateRoundTrip(t *testing.T) {
 					bad[k] = []float32{1}
 					break
 				}
-				if err := runs[0].x.Compressor().SetState(bad); err == nil {
+				if err := runs[0].x.SetState(bad); err == nil {
 					t.Fatal("SetState accepted a buffer of the wrong length")
 				}
 			}
 		})
 	}
+}
+
+// recordingMember keeps a copy of the last payload this worker handed to the
+// collective (the exchange's last call of a step is the compressor's last
+// round) and the bytes and values it carried.
+type recordingMember struct {
+	dist.Collective
+	floats   []float32
+	bytes    []byte
+	gathered int64 // bytes handed to all-gathers
+	reduced  int64 // values handed to all-reduces
+}
+
+func (c *recordingMember) AllGather(p []byte) ([][]byte, error) {
+	c.bytes, c.floats = append([]byte(nil), p...), nil
+	c.gathered += int64(len(p))
+	return c.Collective.AllGather(p)
+}
+
+func (c *recordingMember) AllReduce(b []float32) error {
+	c.floats, c.bytes = append([]float32(nil), b...), nil
+	c.reduced += int64(len(b))
+	return c.Collective.AllReduce(b)
+}
+
+// TestExchangeOracle checks every registered compressor against an oracle:
+// the exchanged mean is exactly what decoding each worker's payload (as
+// handed to the collective) on its own and summing in rank order gives, what each worker sends is closer to its compensated gradient than
+// nothing, lossless compressors return the true mean, and the counted bytes are
+// the payloads' encoded sizes. PowerSGD's second round depends on the
+// aggregate of the first, so its payloads cannot be decoded on their own; its
+// own tests check it by hand.
+func TestExchangeOracle(t *testing.T) {
+	for _, name := range Names() {
+		for _, n := range []int{2, 3} {
+			t.Run(fmt.Sprintf("%s/workers=%d", name, n), func(t *testing.T) { checkOracle(t, name, n) })
+		}
+	}
+}
+
+func checkOracle(t *testing.T, name string, n int) {
+	params := conformanceParams()
+	size := 0
+	for _, p := range params {
+		size += len(p.Value)
+	}
+	flat := make([]float32, size)
+	members, err := dist.NewLocal(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := make([]*recordingMember, n)
+	xs := make([]*Exchange, n)
+	stepInfo := func(w int) func(int) StepInfo {
+		return func(step int) StepInfo {
+			return StepInfo{Step: step, StepsPerEpoch: 10, Worker: w, Workers: n, Params: flat}
+		}
+	}
+	for w := range xs {
+		recs[w] = &recordingMember{Collective: members[w]}
+		if xs[w], err = NewExchange(conformanceConfig(name), params, recs[w], 5, Hyper{Momentum: 0.9}, stepInfo(w)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	comp := xs[0].Compressor()
+	var wantWire int64
+	for step := range 3 {
+		grads := make([][]float32, n)
+		outs := make([][]float32, n)
+		var wg sync.WaitGroup
+		for w := range xs {
+			rng := rand.New(rand.NewPCG(uint64(step), uint64(w)))
+			grads[w] = make([]float32, size)
+			for i := range grads[w] {
+				grads[w][i] = float32(rng.NormFloat64())
+			}
+			outs[w] = append([]float32(nil), grads[w]...)
+			wg.Add(1)
+			go func(w int) {
+				defer wg.Done()
+				if err := xs[w].Exchange(outs[w], step); err != nil {
+					t.Error(err)
+				}
+			}(w)
+		}
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+		wantWire += int64(4 * len(xs[0].dbuf))
+		if comp == nil {
+			continue // every tensor dense: checked below
+		}
+		needs := comp.Needs()
+		packed := len(xs[0].cbuf)
+		got := make([]float32, packed)
+		for _, tn := range xs[0].packed {
+			copy(got[tn.Offset:tn.Offset+tn.Size], outs[0][tn.FlatOffset:tn.FlatOffset+tn.Size])
+		}
+		if needs.Rounds == 1 {
+			// Decode each worker's payload on its own; sum in rank order.
+			sum, one := make([]float32, packed), make([]float32, packed)
+			for w, r := range recs {
+				clear(one)
+				if err := comp.DecodeAdd(Payload{Floats: r.floats, Bytes: r.bytes}, one, stepInfo(0)(step)); err != nil {
+					t.Fatalf("step %d: decoding worker %d's payload alone: %v", step, w, err)
+				}
+				for i, v := range one {
+					sum[i] += v
+				}
+			}
+			// What a worker sends is a contraction of what it had to send
+			// (Karimireddy et al. 2019's delta-approximate compressor):
+			// strictly closer to the compensated gradient than sending
+			// nothing.
+			for w, x := range xs {
+				if ef := x.Feedback(); ef != nil {
+					var miss, norm float64
+					for i, c := range ef.Compensated() {
+						miss += math.Pow(float64(c-ef.Sent()[i]), 2)
+						norm += math.Pow(float64(c), 2)
+					}
+					if !(miss < norm) {
+						t.Fatalf("step %d: worker %d sent %v away from its compensated gradient of norm %v: no better than sending nothing", step, w, math.Sqrt(miss), math.Sqrt(norm))
+					}
+				}
+			}
+			for i, v := range got {
+				mean := sum[i] / float32(n)
+				if needs.Reciprocal {
+					mean = sum[i] * (1 / float32(n))
+				}
+				if math.Float32bits(v) != math.Float32bits(mean) {
+					t.Fatalf("step %d: exchanged [%d] = %v, but the workers' payloads decoded one by one sum to %v (mean %v)", step, i, v, sum[i], mean)
+				}
+			}
+		}
+		if name == "fp16" {
+			for i, v := range got {
+				var mean float64
+				for w := range grads {
+					mean += float64(grads[w][flatIndex(xs[0], i)])
+				}
+				mean /= float64(n)
+				if math.Abs(float64(v)-mean) > 2e-3*math.Max(1, math.Abs(mean)) {
+					t.Fatalf("step %d: fp16 [%d] = %v, true mean %v", step, i, v, mean)
+				}
+			}
+		}
+	}
+	// Counted bytes: dense float32 values, all-gathered bytes as handed over,
+	// all-reduced values at 2 bytes (fp16) or 4.
+	tr := xs[0].Traffic()
+	bpv := int64(4)
+	if name == "fp16" {
+		bpv = 2
+	}
+	wantWire += recs[0].gathered + bpv*(recs[0].reduced-int64(3*len(xs[0].dbuf)))
+	if tr.Wire != wantWire {
+		t.Fatalf("counted %d bytes, the payloads' encoded sizes sum to %d", tr.Wire, wantWire)
+	}
+}
+
+// flatIndex is the position in the model's flat buffers of packed index i.
+func flatIndex(x *Exchange, i int) int {
+	for _, t := range x.packed {
+		if i >= t.Offset && i < t.Offset+t.Size {
+			return t.FlatOffset + i - t.Offset
+		}
+	}
+	return -1
 }

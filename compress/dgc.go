@@ -26,7 +26,7 @@ import (
 //     clip_grad_norm_, applied when below 1.
 //   - Weight decay is added to the gradient only with momentum correction: then
 //     DGC owns the optimizer's momentum and weight decay on the compressed
-//     tensors (MomentumOwner). In the gradient-accumulation baseline the
+//     tensors (Needs.OwnsMomentum). In the gradient-accumulation baseline the
 //     optimizer still applies both, and adding it here would decay twice.
 //   - With the sampled threshold, every element that passes is sent when the
 //     count lies in [0.8k, 1.3k]; the reference truncates to the first k by
@@ -67,7 +67,6 @@ type dgc struct {
 
 var (
 	_ Compressor    = (*dgc)(nil)
-	_ MomentumOwner = (*dgc)(nil)
 	_ ErrorFeedback = (*dgc)(nil)
 )
 
@@ -98,15 +97,15 @@ func newDGC(cfg Config, tensors []Tensor, worker, workers int, seed int64, hyper
 	return c, nil
 }
 
-func (c *dgc) Kind() dist.Kind { return dist.KindAllGather }
-func (c *dgc) Rounds() int     { return 1 }
-
-// OwnsMomentum is true with momentum correction: the optimizer must then take
-// plain SGD steps, without momentum and weight decay, on the compressed tensors.
-func (c *dgc) OwnsMomentum() bool { return c.cfg.MomentumCorrection }
+// Needs: DGC keeps its own accumulator (masked, with momentum), and with
+// momentum correction the optimizer must take plain SGD steps, without
+// momentum and weight decay, on the compressed tensors.
+func (c *dgc) Needs() Needs {
+	return Needs{Collective: dist.OpAllGather, Rounds: 1, OwnsMomentum: c.cfg.MomentumCorrection}
+}
 
 // Steady reports whether the density warm-up is over.
-func (c *dgc) Steady(ctx Context) bool { return ctx.Epoch() >= c.cfg.WarmupEpochs }
+func (c *dgc) Steady(info StepInfo) bool { return info.Epoch() >= c.cfg.WarmupEpochs }
 
 // densityAt is the density of a step. During the warm-up it decays
 // exponentially: the paper's 25%, 6.25%, 1.5625%, 0.4%, ... (0.25^(e+1) in
@@ -115,8 +114,8 @@ func (c *dgc) Steady(ctx Context) bool { return ctx.Epoch() >= c.cfg.WarmupEpoch
 // density, its stages spread evenly over the warm-up steps (for warm-ups
 // shorter than the paper's four epochs, where the per-epoch schedule would
 // jump from 25% to the final density at once). Never below the steady density.
-func (c *dgc) densityAt(ctx Context) float64 {
-	epoch := ctx.Epoch()
+func (c *dgc) densityAt(info StepInfo) float64 {
+	epoch := info.Epoch()
 	if epoch >= c.cfg.WarmupEpochs {
 		return c.density
 	}
@@ -132,8 +131,8 @@ func (c *dgc) densityAt(ctx Context) float64 {
 		if stages == 0 {
 			return c.density
 		}
-		warm := c.cfg.WarmupEpochs * ctx.StepsPerEpoch
-		stage := ctx.Step * stages / warm
+		warm := c.cfg.WarmupEpochs * info.StepsPerEpoch
+		stage := info.Step * stages / warm
 		return max(math.Pow(0.25, float64(stage+1)), c.density)
 	}
 	return max(math.Pow(0.25, float64(epoch+1)), c.density)
@@ -213,15 +212,15 @@ func (c *dgc) accumulate(g, w, u, v []float32, scale float32) {
 // |v| and encodes, per tensor in layout order, the count (uint32), the
 // indices (int32, or uint16 with compress.narrow_indices where they fit) and
 // the values (float32, or float16 with compress.fp16_values).
-func (c *dgc) Compress(r int, grad []float32, _ Combined, ctx Context) (Payload, error) {
+func (c *dgc) Encode(r int, grad []float32, _ Combined, info StepInfo) (Payload, error) {
 	if r != 0 {
 		return Payload{}, fmt.Errorf("dgc: round %d of 1", r)
 	}
-	if c.hyper.WeightDecay != 0 && c.u != nil && len(ctx.Params) < c.flatEnd() {
-		return Payload{}, fmt.Errorf("dgc: weight decay needs the parameters: have %d values, the tensors reach %d", len(ctx.Params), c.flatEnd())
+	if c.hyper.WeightDecay != 0 && c.u != nil && len(info.Params) < c.flatEnd() {
+		return Payload{}, fmt.Errorf("dgc: weight decay needs the parameters: have %d values, the tensors reach %d", len(info.Params), c.flatEnd())
 	}
 	scale := c.clipScale(grad)
-	density := c.densityAt(ctx)
+	density := c.densityAt(info)
 	enc := &c.enc[c.flip]
 	c.flip ^= 1 // the collective may lend this payload until our next call
 	enc.Reset()
@@ -232,7 +231,7 @@ func (c *dgc) Compress(r int, grad []float32, _ Combined, ctx Context) (Payload,
 		if c.u != nil {
 			u = c.u[lo:hi]
 			if c.hyper.WeightDecay != 0 {
-				w = ctx.Params[t.FlatOffset : t.FlatOffset+t.Size]
+				w = info.Params[t.FlatOffset : t.FlatOffset+t.Size]
 			}
 		}
 		v := c.v[lo:hi]
@@ -241,7 +240,7 @@ func (c *dgc) Compress(r int, grad []float32, _ Combined, ctx Context) (Payload,
 		k := sparseK(t.Size, density)
 		var idx []int32
 		if p := dgcPlan(t.Size, density, c.cfg.SampleRatio); c.cfg.Sampling && p.samples < t.Size {
-			idx = c.sel.sampled(v, k, p, c.sampleOffset(ctx.Step, ti, p.stride))
+			idx = c.sel.sampled(v, k, p, c.sampleOffset(info.Step, ti, p.stride))
 		} else {
 			idx = c.sel.exact(v, k)
 		}
@@ -288,48 +287,36 @@ func (c *dgc) flatEnd() int {
 	return end
 }
 
-// Decompress scatter-adds every worker's (index, value) pairs into dst, in
-// rank order so that every worker rounds alike, and divides by N.
-func (c *dgc) Decompress(last Combined, dst []float32, _ Context) error {
-	clear(dst)
-	for rank, b := range last.Bytes {
-		d := NewDecoder(b)
-		for _, t := range c.tensors {
-			n := int(d.Uint32())
-			if d.Err() == nil && n > t.Size {
-				return fmt.Errorf("dgc: worker %d sent %d values for tensor %s of %d elements", rank, n, t.Name, t.Size)
-			}
-			if cap(c.decIdx) < n {
-				c.decIdx, c.decVals = make([]int32, n), make([]float32, n)
-			}
-			idx, vals := c.decIdx[:n], c.decVals[:n]
-			d.Indices(idx, t.Size, c.narrow)
-			if c.fp16 {
-				d.Float16s(vals)
-			} else {
-				d.Float32s(vals)
-			}
-			if d.Err() != nil {
-				break
-			}
-			out := dst[t.Offset : t.Offset+t.Size]
-			for i, j := range idx {
-				if uint32(j) >= uint32(t.Size) {
-					return fmt.Errorf("dgc: worker %d sent index %d for tensor %s of %d elements", rank, j, t.Name, t.Size)
-				}
-				out[j] += vals[i]
-			}
+// DecodeAdd scatter-adds one worker's (index, value) pairs.
+func (c *dgc) DecodeAdd(p Payload, dst []float32, _ StepInfo) error {
+	d := NewDecoder(p.Bytes)
+	for _, t := range c.tensors {
+		n := int(d.Uint32())
+		if d.Err() == nil && n > t.Size {
+			return fmt.Errorf("sent %d values for tensor %s of %d elements", n, t.Name, t.Size)
 		}
-		if err := d.Done(); err != nil {
-			return fmt.Errorf("dgc: worker %d: %w", rank, err)
+		if cap(c.decIdx) < n {
+			c.decIdx, c.decVals = make([]int32, n), make([]float32, n)
+		}
+		idx, vals := c.decIdx[:n], c.decVals[:n]
+		d.Indices(idx, t.Size, c.narrow)
+		if c.fp16 {
+			d.Float16s(vals)
+		} else {
+			d.Float32s(vals)
+		}
+		if d.Err() != nil {
+			break
+		}
+		out := dst[t.Offset : t.Offset+t.Size]
+		for i, j := range idx {
+			if uint32(j) >= uint32(t.Size) {
+				return fmt.Errorf("sent index %d for tensor %s of %d elements", j, t.Name, t.Size)
+			}
+			out[j] += vals[i]
 		}
 	}
-	if n := float32(len(last.Bytes)); n > 1 {
-		for i, x := range dst {
-			dst[i] = x / n
-		}
-	}
-	return nil
+	return d.Done()
 }
 
 // Compensated is the accumulator v of the last step before the sent entries

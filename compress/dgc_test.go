@@ -43,15 +43,15 @@ func dgcBuild(t testing.TB, cfg Config, sizes []int, workers, flatShift int, hyp
 // payload; it returns a copy of the payload and the decompressed gradient.
 func dgcStep(t testing.TB, c *dgc, grad []float32, step int, params []float32) (Payload, []float32) {
 	t.Helper()
-	ctx := Context{Step: step, StepsPerEpoch: 2, Workers: c.workers, Params: params}
-	p, err := c.Compress(0, slices.Clone(grad), Combined{}, ctx)
+	info := StepInfo{Step: step, StepsPerEpoch: 2, Workers: c.workers, Params: params}
+	p, err := c.Encode(0, slices.Clone(grad), Combined{}, info)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.Bytes = slices.Clone(p.Bytes)
 	p.TensorWire = slices.Clone(p.TensorWire)
 	out := make([]float32, len(grad))
-	if err := c.Decompress(Combined{Bytes: [][]byte{p.Bytes}, Workers: 1}, out, ctx); err != nil {
+	if err := decodeMean(c, Combined{Bytes: [][]byte{p.Bytes}, Workers: 1}, out, info); err != nil {
 		t.Fatal(err)
 	}
 	return p, out
@@ -76,10 +76,10 @@ func TestDGCWarmupDensity(t *testing.T) {
 	// Paper: 0.25^(e+1) for e = 0..3, i.e. sparsity 75%, 93.75%, 98.4375%,
 	// 99.6%, then the steady 0.1%.
 	for e, want := range []float64{0.25, 0.0625, 0.015625, 0.00390625, 0.001, 0.001} {
-		if got := c.densityAt(Context{Step: 10 * e, StepsPerEpoch: 10}); got != want {
+		if got := c.densityAt(StepInfo{Step: 10 * e, StepsPerEpoch: 10}); got != want {
 			t.Errorf("paper schedule, epoch %d: density %v, want %v", e, got, want)
 		}
-		if steady := c.Steady(Context{Step: 10 * e, StepsPerEpoch: 10}); steady != (e >= 4) {
+		if steady := c.Steady(StepInfo{Step: 10 * e, StepsPerEpoch: 10}); steady != (e >= 4) {
 			t.Errorf("epoch %d: Steady %v", e, steady)
 		}
 	}
@@ -88,7 +88,7 @@ func TestDGCWarmupDensity(t *testing.T) {
 	// 0.00398107171, then 0.001.
 	c.cfg.WarmupSchedule = "reference"
 	for e, want := range []float64{0.251188643, 0.0630957344, 0.0158489319, 0.00398107171, 0.001} {
-		if got := c.densityAt(Context{Step: 10*e + 9, StepsPerEpoch: 10}); math.Abs(got-want) > 1e-8*want {
+		if got := c.densityAt(StepInfo{Step: 10*e + 9, StepsPerEpoch: 10}); math.Abs(got-want) > 1e-8*want {
 			t.Errorf("reference schedule, epoch %d: density %v, want %v", e, got, want)
 		}
 	}
@@ -96,7 +96,7 @@ func TestDGCWarmupDensity(t *testing.T) {
 	// epoch (0.0625) is raised to 0.1.
 	c.density = 0.1
 	c.cfg.WarmupSchedule = "paper"
-	if got := c.densityAt(Context{Step: 10, StepsPerEpoch: 10}); got != 0.1 {
+	if got := c.densityAt(StepInfo{Step: 10, StepsPerEpoch: 10}); got != 0.1 {
 		t.Errorf("paper schedule below the density: %v, want 0.1", got)
 	}
 	// Stages: one warm-up epoch of 8 steps, density 0.001: the paper's four
@@ -105,13 +105,13 @@ func TestDGCWarmupDensity(t *testing.T) {
 	// warm-up at 25%.
 	c.density, c.cfg.WarmupSchedule, c.cfg.WarmupEpochs = 0.001, "stages", 1
 	for step, want := range []float64{0.25, 0.25, 0.0625, 0.0625, 0.015625, 0.015625, 0.00390625, 0.00390625, 0.001, 0.001} {
-		if got := c.densityAt(Context{Step: step, StepsPerEpoch: 8}); got != want {
+		if got := c.densityAt(StepInfo{Step: step, StepsPerEpoch: 8}); got != want {
 			t.Errorf("stages schedule, step %d: density %v, want %v", step, got, want)
 		}
 	}
 	c.density = 0.1
 	for step, want := range []float64{0.25, 0.25, 0.25, 0.1} {
-		if got := c.densityAt(Context{Step: step, StepsPerEpoch: 3}); got != want {
+		if got := c.densityAt(StepInfo{Step: step, StepsPerEpoch: 3}); got != want {
 			t.Errorf("stages schedule at density 0.1, step %d: density %v, want %v", step, got, want)
 		}
 	}
@@ -168,7 +168,7 @@ func TestDGCMomentumCorrection(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := dgcBuild(t, dgcTestConfig(0.25), []int{4}, 1, 0, Hyper{Momentum: 0.5, Nesterov: tc.nesterov})
-			if !c.OwnsMomentum() {
+			if !c.Needs().OwnsMomentum {
 				t.Fatal("momentum correction must own the momentum")
 			}
 			for s, g := range dgcHandGrads {
@@ -207,7 +207,7 @@ func TestDGCGradientAccumulation(t *testing.T) {
 	cfg := dgcTestConfig(0.25)
 	cfg.DGC.MomentumCorrection = false
 	c := dgcBuild(t, cfg, []int{4}, 1, 0, Hyper{Momentum: 0.9, WeightDecay: 0.5})
-	if c.OwnsMomentum() || c.u != nil {
+	if c.Needs().OwnsMomentum || c.u != nil {
 		t.Fatal("gradient accumulation must leave the momentum to the optimizer")
 	}
 	params := []float32{8, 8, 8, 8}
@@ -236,7 +236,7 @@ func TestDGCWeightDecay(t *testing.T) {
 	dgcClose(t, "step 1 sent", out, []float32{0, 0, 0, 1}, 1e-6)
 	dgcClose(t, "step 1 u", c.u, []float32{0.1, 0.3, 0.45, 0}, 1e-6)
 
-	if _, err := c.Compress(0, make([]float32, 4), Combined{}, Context{Params: params[:5]}); err == nil {
+	if _, err := c.Encode(0, make([]float32, 4), Combined{}, StepInfo{Params: params[:5]}); err == nil {
 		t.Error("weight decay with parameters that do not cover the tensor was accepted")
 	}
 
@@ -504,7 +504,7 @@ func TestDGCPayload(t *testing.T) {
 		}
 		p2, _ := dgcStep(t, c2, g2, 0, nil)
 		mean := make([]float32, len(g))
-		if err := c.Decompress(Combined{Bytes: [][]byte{p.Bytes, p2.Bytes}, Workers: 2}, mean, Context{}); err != nil {
+		if err := decodeMean(c, Combined{Bytes: [][]byte{p.Bytes, p2.Bytes}, Workers: 2}, mean, StepInfo{}); err != nil {
 			t.Fatal(err)
 		}
 		for i := range out {
@@ -514,10 +514,10 @@ func TestDGCPayload(t *testing.T) {
 
 		bad := slices.Clone(p.Bytes)
 		binary.LittleEndian.PutUint32(bad[4:], 8) // index 8 of an 8-element tensor
-		if err := c.Decompress(Combined{Bytes: [][]byte{bad}, Workers: 1}, mean, Context{}); err == nil {
+		if err := decodeMean(c, Combined{Bytes: [][]byte{bad}, Workers: 1}, mean, StepInfo{}); err == nil {
 			t.Errorf("fp16 %v: out-of-range index accepted", fp16)
 		}
-		if err := c.Decompress(Combined{Bytes: [][]byte{p.Bytes[:len(p.Bytes)-1]}, Workers: 1}, mean, Context{}); err == nil {
+		if err := decodeMean(c, Combined{Bytes: [][]byte{p.Bytes[:len(p.Bytes)-1]}, Workers: 1}, mean, StepInfo{}); err == nil {
 			t.Errorf("fp16 %v: truncated payload accepted", fp16)
 		}
 	}
@@ -626,14 +626,15 @@ func TestDGCStepDoesNotAllocate(t *testing.T) {
 	g := grad(0)
 	out := make([]float32, len(g))
 	all := make([][]byte, 1)
-	ctx := Context{Step: 100, StepsPerEpoch: 2, Workers: 4, Params: params}
+	info := StepInfo{Step: 100, StepsPerEpoch: 2, Workers: 4, Params: params}
+	s := newSender("dgc", c, len(out))
 	step := func() {
-		p, err := c.Compress(0, g, Combined{}, ctx)
+		p, err := c.Encode(0, g, Combined{}, info)
 		if err != nil {
 			t.Fatal(err)
 		}
 		all[0] = p.Bytes
-		if err := c.Decompress(Combined{Bytes: all, Workers: 1}, out, ctx); err != nil {
+		if err := s.Decompress(Combined{Bytes: all, Workers: 1}, out, info); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -667,14 +668,15 @@ func BenchmarkDGC(b *testing.B) {
 				}
 				out := make([]float32, n)
 				all := make([][]byte, 1)
-				ctx := Context{Workers: 1, Params: params}
+				info := StepInfo{Workers: 1, Params: params}
+				s := newSender("dgc", c, len(out))
 				step := func() {
-					p, err := c.Compress(0, g, Combined{}, ctx)
+					p, err := c.Encode(0, g, Combined{}, info)
 					if err != nil {
 						b.Fatal(err)
 					}
 					all[0] = p.Bytes
-					if err := c.Decompress(Combined{Bytes: all, Workers: 1}, out, ctx); err != nil {
+					if err := s.Decompress(Combined{Bytes: all, Workers: 1}, out, info); err != nil {
 						b.Fatal(err)
 					}
 				}

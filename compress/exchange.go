@@ -50,13 +50,14 @@ type Exchange struct {
 	member    dist.Collective
 	denseFP16 bool       // dense tensors travel as float16
 	comp      Compressor // nil when every tensor travels dense
+	send      *sender    // the generic step around comp
 	dense     []Tensor   // Offset = position in dbuf
 	packed    []Tensor   // Offset = position in cbuf
 	dbuf      []float32
 	cbuf      []float32
 	out       []float32
 	traffic   Traffic
-	step      func(step int) Context
+	step      func(step int) StepInfo
 	sum64     dist.Float64Mean
 }
 
@@ -84,21 +85,21 @@ func Compressed(p optim.Param, minSize int) bool {
 }
 
 // NewExchange builds worker member.Rank()'s exchange over the model's tensors.
-// context returns the Context of a step (the caller fills Params and
+// stepInfo returns the StepInfo of a step (the caller fills Params and
 // StepsPerEpoch).
-func NewExchange(cfg Config, params []optim.Param, member dist.Collective, seed int64, hyper Hyper, context func(step int) Context) (*Exchange, error) {
+func NewExchange(cfg Config, params []optim.Param, member dist.Collective, seed int64, hyper Hyper, stepInfo func(step int) StepInfo) (*Exchange, error) {
 	build, ok := Registry[cfg.Name]
 	if !ok {
 		return nil, fmt.Errorf("compress.name: unknown compressor %q (valid: %v)", cfg.Name, Names())
 	}
-	x := &Exchange{member: member, step: context, denseFP16: cfg.DenseFP16,
+	x := &Exchange{member: member, step: stepInfo, denseFP16: cfg.DenseFP16,
 		traffic: Traffic{WireByKind: map[string]int64{}, DenseByKind: map[string]int64{}}}
 	flat := 0
 	for _, p := range params {
 		t := Tensor{Name: p.Name, Shape: p.Shape, Kind: p.Kind, FlatOffset: flat, Size: len(p.Value)}
 		flat += t.Size
-		// "none" compresses nothing: every tensor is one dense all-reduce.
-		if cfg.Name != "none" && Compressed(p, cfg.MinSize) {
+		// Without a builder ("none") every tensor is one dense all-reduce.
+		if build != nil && Compressed(p, cfg.MinSize) {
 			t.Offset = len(x.cbuf)
 			x.packed = append(x.packed, t)
 			x.cbuf = append(x.cbuf, make([]float32, t.Size)...)
@@ -113,6 +114,7 @@ func NewExchange(cfg Config, params []optim.Param, member dist.Collective, seed 
 		if x.comp, err = build(cfg, x.packed, member.Rank(), member.Size(), seed, hyper); err != nil {
 			return nil, err
 		}
+		x.send = newSender(cfg.Name, x.comp, len(x.cbuf))
 		x.out = make([]float32, len(x.cbuf))
 	}
 	return x, nil
@@ -120,6 +122,34 @@ func NewExchange(cfg Config, params []optim.Param, member dist.Collective, seed 
 
 // Compressor is the worker's compressor (nil when nothing is compressed).
 func (x *Exchange) Compressor() Compressor { return x.comp }
+
+// Feedback is the worker's error feedback (nil when nothing is fed back).
+func (x *Exchange) Feedback() ErrorFeedback {
+	if x.send == nil {
+		return nil
+	}
+	return x.send.Feedback()
+}
+
+// State is the worker's exchange state for checkpoints: the compressor's
+// buffers and the error-feedback residual (nil when nothing is compressed).
+func (x *Exchange) State() map[string][]float32 {
+	if x.send == nil {
+		return nil
+	}
+	return x.send.State()
+}
+
+// SetState restores State's buffers; on error nothing changes.
+func (x *Exchange) SetState(st map[string][]float32) error {
+	if x.send == nil {
+		if len(st) > 0 {
+			return fmt.Errorf("compress: state has %d buffers, but no tensor is compressed", len(st))
+		}
+		return nil
+	}
+	return x.send.SetState(st)
+}
 
 // CompressedTensors lists the tensors the compressor handles.
 func (x *Exchange) CompressedTensors() []Tensor { return x.packed }
@@ -130,15 +160,12 @@ func (x *Exchange) Traffic() Traffic { return x.traffic }
 // SetTraffic restores the accounting (resume from a checkpoint).
 func (x *Exchange) SetTraffic(t Traffic) { x.traffic = t }
 
-// Bytes is the number of bytes the worker has put on the wire.
-func (x *Exchange) Bytes() int64 { return x.traffic.Wire }
-
 // Exchange replaces grad (the worker's flat gradient) with the mean over all
 // workers of their (decompressed) gradients.
 func (x *Exchange) Exchange(grad []float32, step int) error {
-	ctx := x.step(step)
+	info := x.step(step)
 	n := x.member.Size()
-	steady := x.comp == nil || x.comp.Steady(ctx)
+	steady := x.comp == nil || x.comp.Steady(info)
 	if n > 1 {
 		x.traffic.Steps++
 		x.traffic.DenseStep = int64(4 * len(x.dbuf))
@@ -185,20 +212,20 @@ func (x *Exchange) Exchange(grad []float32, step int) error {
 		copy(x.cbuf[t.Offset:t.Offset+t.Size], grad[t.FlatOffset:t.FlatOffset+t.Size])
 	}
 	var prev Combined
-	for r := 0; r < x.comp.Rounds(); r++ {
-		p, err := x.comp.Compress(r, x.cbuf, prev, ctx)
+	for r := 0; r < x.send.needs.Rounds; r++ {
+		p, err := x.send.Compress(r, x.cbuf, prev, info)
 		if err != nil {
-			return fmt.Errorf("compress %s: round %d: %w", x.comp.Kind(), r, err)
+			return fmt.Errorf("compress %s: round %d: %w", x.send.name, r, err)
 		}
-		switch x.comp.Kind() {
-		case dist.KindAllReduce:
+		switch x.send.needs.Collective {
+		case dist.OpAllReduce:
 			if n > 1 {
 				if err := x.member.AllReduce(p.Floats); err != nil {
 					return err
 				}
 			}
 			prev = Combined{Floats: p.Floats, Workers: n}
-		case dist.KindAllGather:
+		case dist.OpAllGather:
 			all := [][]byte{p.Bytes}
 			if n > 1 {
 				if all, err = x.member.AllGather(p.Bytes); err != nil {
@@ -209,7 +236,7 @@ func (x *Exchange) Exchange(grad []float32, step int) error {
 		}
 		x.countPayload(p, r, count)
 	}
-	if err := x.comp.Decompress(prev, x.out, ctx); err != nil {
+	if err := x.send.Decompress(prev, x.out, info); err != nil {
 		return err
 	}
 	for _, t := range x.packed {

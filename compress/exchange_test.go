@@ -19,8 +19,8 @@ func TestExchangeDenseFP16(t *testing.T) {
 	cfg.DenseFP16 = true
 	xs := make([]*Exchange, 2)
 	for w := range xs {
-		ctx := func(step int) Context { return Context{Step: step, Workers: 2, Worker: w} }
-		if xs[w], err = NewExchange(cfg, params, members[w], 1, Hyper{}, ctx); err != nil {
+		info := func(step int) StepInfo { return StepInfo{Step: step, Workers: 2, Worker: w} }
+		if xs[w], err = NewExchange(cfg, params, members[w], 1, Hyper{}, info); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -52,5 +52,57 @@ func TestExchangeDenseFP16(t *testing.T) {
 	d := xs[0].dense[0]
 	if got := outs[0][d.FlatOffset]; got != 0.333251953125 {
 		t.Fatalf("dense value %v, want 1/3 rounded to float16 (0.333251953125)", got)
+	}
+}
+
+// Float64 gradients travel dense at 8 bytes a value; the mean of 1e8, 1,
+// -1e8 and 1 is 0.5 in float64 (float32 would lose the ones).
+func TestExchange64(t *testing.T) {
+	const n = 4
+	members, err := dist.NewLocal(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := conformanceParams()
+	size := 0
+	for _, p := range params {
+		size += len(p.Value)
+	}
+	data := []float64{1e8, 1, -1e8, 1}
+	var wg sync.WaitGroup
+	xs := make([]*Exchange, n)
+	for w := range xs {
+		info := func(step int) StepInfo { return StepInfo{Step: step, Workers: n, Worker: w} }
+		if xs[w], err = NewExchange(DefaultConfig(), params, members[w], 1, Hyper{}, info); err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			g := make([]float64, size)
+			for i := range g {
+				g[i] = data[w]
+			}
+			if err := xs[w].Exchange64(g, 0); err != nil {
+				t.Error(err)
+			}
+			for i, v := range g {
+				if v != 0.5 {
+					t.Errorf("worker %d: mean [%d] = %v, want 0.5", w, i, v)
+					return
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	if tr := xs[0].Traffic(); tr.Wire != int64(8*size) || tr.Dense != int64(4*size) {
+		t.Fatalf("traffic %+v: want %d bytes sent (8 a value) against %d dense float32", tr, 8*size, 4*size)
+	}
+	topk, err := NewExchange(conformanceConfig("topk"), params, members[0], 1, Hyper{}, func(int) StepInfo { return StepInfo{} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := topk.Exchange64(make([]float64, size), 0); err == nil {
+		t.Fatal("a compressing exchange took float64 gradients")
 	}
 }

@@ -28,7 +28,6 @@ import (
 type oneBit struct {
 	tensors []Tensor
 	cols    []int // columns per tensor
-	fb      *feedback
 
 	// Scratch sized for the widest tensor: at 2j column j's non-negative
 	// entries, at 2j+1 its negative ones.
@@ -42,10 +41,9 @@ type oneBit struct {
 }
 
 var _ Compressor = (*oneBit)(nil)
-var _ ErrorFeedback = (*oneBit)(nil)
 
 func newOneBit(_ Config, tensors []Tensor, _, _ int, _ int64, _ Hyper) (Compressor, error) {
-	c := &oneBit{tensors: tensors, fb: newFeedback(packedSize(tensors))}
+	c := &oneBit{tensors: tensors}
 	widest, largest := 0, 0
 	for _, t := range tensors {
 		if len(t.Shape) == 0 || t.Shape[0] < 1 || t.Size%t.Shape[0] != 0 {
@@ -66,18 +64,11 @@ func newOneBit(_ Config, tensors []Tensor, _, _ int, _ int64, _ Hyper) (Compress
 	return c, nil
 }
 
-func (c *oneBit) Kind() dist.Kind     { return dist.KindAllGather }
-func (c *oneBit) Rounds() int         { return 1 }
-func (c *oneBit) Steady(Context) bool { return true }
-
-// Compensated is the step's gradient plus the previous residual.
-func (c *oneBit) Compensated() []float32 { return c.fb.Compensated() }
-
-// Sent is this worker's reconstruction.
-func (c *oneBit) Sent() []float32 { return c.fb.Sent() }
-
-// Residual is the compensated gradient minus the reconstruction.
-func (c *oneBit) Residual() []float32 { return c.fb.Residual() }
+// Needs: error feedback is part of the algorithm.
+func (c *oneBit) Needs() Needs {
+	return Needs{Collective: dist.OpAllGather, Rounds: 1, ErrorFeedback: true}
+}
+func (c *oneBit) Steady(StepInfo) bool { return true }
 
 // oneBitSide is the offset of v's scale in its column's (positive, negative) pair:
 // 0 for non-negative values (zero included), sent as bit 1; 1 for negative
@@ -89,13 +80,11 @@ func oneBitSide(v float32) int {
 	return 0
 }
 
-func (c *oneBit) Compress(_ int, grad []float32, _ Combined, _ Context) (Payload, error) {
-	c.fb.mem.Compensate(grad)
+func (c *oneBit) Encode(_ int, grad []float32, _ Combined, _ StepInfo) (Payload, error) {
 	c.enc.Reset()
 	for ti, t := range c.tensors {
 		cols := c.cols[ti]
 		g := grad[t.Offset : t.Offset+t.Size]
-		sent := c.fb.sent[t.Offset : t.Offset+t.Size]
 		sum, count, scale := c.sum[:2*cols], c.count[:2*cols], c.scale[:2*cols]
 		clear(sum)
 		clear(count)
@@ -113,52 +102,45 @@ func (c *oneBit) Compress(_ int, grad []float32, _ Combined, _ Context) (Payload
 				scale[s] = float32(sum[s] / float64(count[s]))
 			}
 		}
-		// Reconstruct (the residual needs it) and set the bits.
+		// Set the bits.
 		mask := c.mask[:(len(g)+7)/8]
 		clear(mask)
 		for r := 0; r < len(g); r += cols {
 			for j, v := range g[r : r+cols] {
 				i := r + j
 				s := oneBitSide(v)
-				sent[i] = scale[2*j+s]
 				mask[i>>3] |= byte(1-s) << (i & 7)
 			}
 		}
 		c.enc.Raw(mask)
 		c.enc.Float32s(scale)
 	}
-	c.fb.mem.Update(c.fb.sent)
 	return Payload{Bytes: c.enc.Bytes(), Wire: int64(c.enc.Len()), TensorWire: c.tw}, nil
 }
 
-// Decompress adds every worker's reconstruction in rank order and divides by N.
-func (c *oneBit) Decompress(last Combined, dst []float32, _ Context) error {
-	if err := checkGathered("onebit", last, c.wire); err != nil {
+// DecodeAdd adds one worker's reconstruction.
+func (c *oneBit) DecodeAdd(p Payload, dst []float32, _ StepInfo) error {
+	if err := checkSize(p, c.wire); err != nil {
 		return err
 	}
-	clear(dst)
-	for _, b := range last.Bytes {
-		// The length was checked: the reads below cannot run short.
-		d := NewDecoder(b)
-		for ti, t := range c.tensors {
-			cols := c.cols[ti]
-			mask := d.Raw((t.Size + 7) / 8)
-			scale := c.scale[:2*cols]
-			d.Float32s(scale)
-			out := dst[t.Offset : t.Offset+t.Size]
-			for r := 0; r < len(out); r += cols {
-				for j := range out[r : r+cols] {
-					i := r + j
-					bit := int(mask[i>>3] >> (i & 7) & 1)
-					out[i] += scale[2*j+1-bit]
-				}
+	d := NewDecoder(p.Bytes) // the length was checked: the reads cannot run short
+	for ti, t := range c.tensors {
+		cols := c.cols[ti]
+		mask := d.Raw((t.Size + 7) / 8)
+		scale := c.scale[:2*cols]
+		d.Float32s(scale)
+		out := dst[t.Offset : t.Offset+t.Size]
+		for r := 0; r < len(out); r += cols {
+			for j := range out[r : r+cols] {
+				i := r + j
+				bit := int(mask[i>>3] >> (i & 7) & 1)
+				out[i] += scale[2*j+1-bit]
 			}
 		}
 	}
-	divideSum(dst, last.Workers)
 	return nil
 }
 
-func (c *oneBit) State() map[string][]float32 { return c.fb.state() }
+func (c *oneBit) State() map[string][]float32 { return nil }
 
-func (c *oneBit) SetState(st map[string][]float32) error { return c.fb.setState("onebit", st) }
+func (c *oneBit) SetState(st map[string][]float32) error { return noState("onebit", st) }

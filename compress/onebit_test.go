@@ -24,7 +24,7 @@ func decodeOneBit(t *testing.T, b []byte, maskBytes, cols int) ([]byte, []float3
 
 func TestOneBitHandWorked(t *testing.T) {
 	c := baselineBuild(t, "onebit", DefaultConfig(), baselineTensors([]int{2, 3}), 0, 1)
-	ef := c.(ErrorFeedback)
+	ef := c.Feedback()
 	// M = [ 1 -2  0 ]   row-major bits (1 = non-negative): 1 0 1 1 0 0,
 	//     [ 3 -4 -1 ]   LSB first: 1 + 4 + 8 = 13.
 	// Column scales (positive mean, negative mean):
@@ -64,25 +64,25 @@ func TestOneBitTwoWorkers(t *testing.T) {
 	tensors := baselineTensors([]int{2, 3})
 	w0 := baselineBuild(t, "onebit", DefaultConfig(), tensors, 0, 2)
 	w1 := baselineBuild(t, "onebit", DefaultConfig(), tensors, 1, 2)
-	ctx := Context{Workers: 2}
+	info := StepInfo{Workers: 2}
 	// Worker 0 reconstructs M = [1 -2 0; 3 -4 -1] as [2 -3 0; 2 -3 -1] (see
 	// above). Worker 1 sends -M = [-1 2 0; -3 4 1]: col 0 (0, -2), col 1
 	// (3, 0), col 2 has 0 and 1, both non-negative: (0.5, 0); it
 	// reconstructs [-2 3 0.5; -2 3 0.5]. The mean is [0 0 .25; 0 0 -.25].
-	p0, err := w0.Compress(0, []float32{1, -2, 0, 3, -4, -1}, Combined{}, ctx)
+	p0, err := w0.Compress(0, []float32{1, -2, 0, 3, -4, -1}, Combined{}, info)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p1, err := w1.Compress(0, []float32{-1, 2, 0, -3, 4, 1}, Combined{}, ctx)
+	p1, err := w1.Compress(0, []float32{-1, 2, 0, -3, 4, 1}, Combined{}, info)
 	if err != nil {
 		t.Fatal(err)
 	}
-	baselineClose(t, "worker 1 sent", w1.(ErrorFeedback).Sent(), []float32{-2, 3, 0.5, -2, 3, 0.5}, 0)
+	baselineClose(t, "worker 1 sent", w1.Feedback().Sent(), []float32{-2, 3, 0.5, -2, 3, 0.5}, 0)
 	last := Combined{Bytes: [][]byte{p0.Bytes, p1.Bytes}, Workers: 2}
 	var outs [2][]float32
-	for w, c := range []Compressor{w0, w1} {
+	for w, c := range []*sender{w0, w1} {
 		outs[w] = make([]float32, 6)
-		if err := c.Decompress(last, outs[w], ctx); err != nil {
+		if err := c.Decompress(last, outs[w], info); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -100,7 +100,7 @@ func TestOneBitScalesColumns(t *testing.T) {
 	tensors := baselineTensors([]int{5, 7}, []int{3, 2, 1, 3})
 	rows, cols := []int{5, 3}, []int{7, 6}
 	c := baselineBuild(t, "onebit", DefaultConfig(), tensors, 0, 1)
-	ef := c.(ErrorFeedback)
+	ef := c.Feedback()
 	rng := rand.New(rand.NewPCG(9, 9))
 	g := make([]float32, 35+18)
 	for i := range g {
@@ -135,13 +135,13 @@ func TestOneBitScalesColumns(t *testing.T) {
 
 func TestOneBitRejectsBadPayloads(t *testing.T) {
 	c := baselineBuild(t, "onebit", DefaultConfig(), baselineTensors([]int{2, 3}), 0, 2)
-	p, err := c.Compress(0, []float32{1, -2, 0, 3, -4, -1}, Combined{}, Context{Workers: 2})
+	p, err := c.Compress(0, []float32{1, -2, 0, 3, -4, -1}, Combined{}, StepInfo{Workers: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	dst := make([]float32, 6)
 	for name, last := range baselineGarbled(p.Bytes, 2) {
-		if err := c.Decompress(last, dst, Context{Workers: 2}); err == nil {
+		if err := c.Decompress(last, dst, StepInfo{Workers: 2}); err == nil {
 			t.Errorf("%s: no error", name)
 		} else if !strings.HasPrefix(err.Error(), "onebit: ") {
 			t.Errorf("%s: error %q does not name the compressor", name, err)

@@ -86,8 +86,9 @@ type psgdMatrix struct {
 type powerSGDEF struct{ *powerSGD }
 
 var (
-	_ Compressor    = (*powerSGD)(nil)
-	_ ErrorFeedback = powerSGDEF{}
+	_ Compressor      = (*powerSGD)(nil)
+	_ CombinedDecoder = (*powerSGD)(nil)
+	_ ErrorFeedback   = powerSGDEF{}
 )
 
 // psgdCompressed applies PyTorch's rule: compress an n x m matrix at rank r
@@ -159,11 +160,12 @@ func newPowerSGD(cfg Config, tensors []Tensor, _, _ int, seed int64, _ Hyper) (C
 	return c, nil
 }
 
-func (c *powerSGD) Kind() dist.Kind { return dist.KindAllReduce }
-func (c *powerSGD) Rounds() int     { return 2 }
+// Needs: P and Q are summed over the workers; the residual is taken against
+// the aggregated P, so PowerSGD keeps it itself.
+func (c *powerSGD) Needs() Needs { return Needs{Collective: dist.OpAllReduce, Rounds: 2} }
 
 // Steady reports whether PowerSGD compresses at this step (past start_iter).
-func (c *powerSGD) Steady(ctx Context) bool { return ctx.Step >= c.cfg.StartIter }
+func (c *powerSGD) Steady(info StepInfo) bool { return info.Step >= c.cfg.StartIter }
 
 // drawQ fills every Q with i.i.d. standard normal values from (seed, step):
 // the same on every worker, different at every step.
@@ -174,11 +176,11 @@ func (c *powerSGD) drawQ(step int) {
 	}
 }
 
-func (c *powerSGD) Compress(r int, grad []float32, prev Combined, ctx Context) (Payload, error) {
+func (c *powerSGD) Encode(r int, grad []float32, prev Combined, info StepInfo) (Payload, error) {
 	switch {
 	case r == 0 && len(grad) != c.size:
 		return Payload{}, fmt.Errorf("powersgd: gradient has %d values, want %d", len(grad), c.size)
-	case r == 0 && !c.Steady(ctx):
+	case r == 0 && !c.Steady(info):
 		// Vanilla all-reduce of the gradient, residual untouched (PyTorch).
 		// The gradient is scratch, so it is the payload itself: no buffer of
 		// the full size is kept for the warm-up alone.
@@ -187,8 +189,8 @@ func (c *powerSGD) Compress(r int, grad []float32, prev Combined, ctx Context) (
 		}
 		return Payload{Floats: grad, Wire: int64(4 * c.size), TensorWire: c.vanWire0}, nil
 	case r == 0:
-		return c.round0(grad, ctx.Step), nil
-	case r == 1 && !c.Steady(ctx):
+		return c.round0(grad, info.Step), nil
+	case r == 1 && !c.Steady(info):
 		c.r0 = prev.Floats
 		return Payload{Floats: c.pay1[:0], TensorWire: c.vanWire1}, nil
 	case r == 1:
@@ -258,12 +260,20 @@ func (c *powerSGD) round1(prev Combined) (Payload, error) {
 	return Payload{Floats: c.pay1[:c.len1], Wire: int64(4 * c.len1), TensorWire: c.wire1}, nil
 }
 
-func (c *powerSGD) Decompress(last Combined, dst []float32, ctx Context) error {
+// DecodeAdd is not defined for PowerSGD: its payloads decode only together
+// (DecodeMean).
+func (c *powerSGD) DecodeAdd(Payload, []float32, StepInfo) error {
+	return fmt.Errorf("powersgd: a payload cannot be decoded on its own")
+}
+
+// DecodeMean writes P (sum Q / N)^T, the mean approximation, and with error
+// feedback the residual M - that.
+func (c *powerSGD) DecodeMean(last Combined, dst []float32, info StepInfo) error {
 	if len(dst) != c.size || last.Workers < 1 {
 		return fmt.Errorf("powersgd: decompress into %d values from %d workers, want %d", len(dst), last.Workers, c.size)
 	}
 	inv := 1 / float32(last.Workers)
-	if !c.Steady(ctx) {
+	if !c.Steady(info) {
 		if len(c.r0) != c.size || len(last.Floats) != 0 {
 			return fmt.Errorf("powersgd: vanilla step combined %d and %d values, want %d and 0", len(c.r0), len(last.Floats), c.size)
 		}

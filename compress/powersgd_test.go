@@ -57,7 +57,7 @@ func psgdStep(t testing.TB, cs []Compressor, grads [][]float32, step int) (outs 
 	for r := 0; r < 2; r++ {
 		ps := make([]Payload, n)
 		for w, c := range cs {
-			p, err := c.Compress(r, grads[w], prev[w], Context{Step: step, Worker: w, Workers: n})
+			p, err := c.Encode(r, grads[w], prev[w], StepInfo{Step: step, Worker: w, Workers: n})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -88,7 +88,7 @@ func psgdStep(t testing.TB, cs []Compressor, grads [][]float32, step int) (outs 
 	outs = make([][]float32, n)
 	for w, c := range cs {
 		outs[w] = make([]float32, len(grads[w]))
-		if err := c.Decompress(prev[w], outs[w], Context{Step: step, Worker: w, Workers: n}); err != nil {
+		if err := decodeMean(c, prev[w], outs[w], StepInfo{Step: step, Worker: w, Workers: n}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -328,7 +328,7 @@ func TestPowerSGDStartIter(t *testing.T) {
 	for step := 0; step < 3; step++ {
 		g := [][]float32{f32s(psgdRandom(rng, 48)), f32s(psgdRandom(rng, 48))}
 		outs, wire := psgdStep(t, cs, clone(g), step)
-		steady := cs[0].Steady(Context{Step: step})
+		steady := cs[0].Steady(StepInfo{Step: step})
 		res := cs[0].(ErrorFeedback).Residual()
 		if step < 2 {
 			if steady || wire[0] != 4*48 || wire[1] != 0 {
@@ -368,8 +368,8 @@ func TestPowerSGDExchangeWarmUp(t *testing.T) {
 	}
 	xs := make([]*Exchange, 2)
 	for w := range xs {
-		ctx := func(step int) Context { return Context{Step: step, Worker: w, Workers: 2} }
-		if xs[w], err = NewExchange(cfg, params, members[w], 3, Hyper{}, ctx); err != nil {
+		info := func(step int) StepInfo { return StepInfo{Step: step, Worker: w, Workers: 2} }
+		if xs[w], err = NewExchange(cfg, params, members[w], 3, Hyper{}, info); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -596,7 +596,7 @@ func TestPowerSGDRoundZeroIsMQ(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(15, 16))
 	g := f32s(psgdRandom(rng, n*m))
-	p, err := c.Compress(0, append([]float32(nil), g...), Combined{}, Context{Step: 3, Workers: 1})
+	p, err := c.Encode(0, append([]float32(nil), g...), Combined{}, StepInfo{Step: 3, Workers: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -711,17 +711,18 @@ func BenchmarkPowerSGD(b *testing.B) {
 				g[i] = float32(rng.NormFloat64())
 			}
 			dst := make([]float32, len(g))
-			ctx := Context{Step: 0, Workers: 1}
+			info := StepInfo{Step: 0, Workers: 1}
+			snd := newSender("powersgd", c, len(dst))
 			step := func() {
-				p0, err := c.Compress(0, g, Combined{}, ctx)
+				p0, err := c.Encode(0, g, Combined{}, info)
 				if err != nil {
 					b.Fatal(err)
 				}
-				p1, err := c.Compress(1, g, Combined{Floats: p0.Floats, Workers: 1}, ctx)
+				p1, err := c.Encode(1, g, Combined{Floats: p0.Floats, Workers: 1}, info)
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := c.Decompress(Combined{Floats: p1.Floats, Workers: 1}, dst, ctx); err != nil {
+				if err := snd.Decompress(Combined{Floats: p1.Floats, Workers: 1}, dst, info); err != nil {
 					b.Fatal(err)
 				}
 			}

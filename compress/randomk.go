@@ -22,12 +22,12 @@ import (
 // contractive rand-k converge like SGD (Stich et al. 2018, "Sparsified SGD
 // with memory").
 type randomK struct {
-	tensors []Tensor
-	ks      []int
-	koff    []int // offset of each tensor's k entries in idx and vals
-	fp16    bool
-	fb      *feedback // nil without compress.residual
-	seed    uint64
+	tensors  []Tensor
+	ks       []int
+	koff     []int // offset of each tensor's k entries in idx and vals
+	fp16     bool
+	residual bool // compress.residual
+	seed     uint64
 
 	pcg     *rand.PCG
 	rng     *rand.Rand
@@ -50,7 +50,7 @@ func newRandomK(cfg Config, tensors []Tensor, _, _ int, seed int64, _ Hyper) (Co
 	if err := checkIndexable(tensors); err != nil {
 		return nil, err
 	}
-	c := &randomK{tensors: tensors, fp16: cfg.FP16Values, seed: uint64(seed), idxStep: -1}
+	c := &randomK{tensors: tensors, fp16: cfg.FP16Values, seed: uint64(seed), idxStep: -1, residual: cfg.Residual}
 	c.pcg = rand.NewPCG(0, 0)
 	c.rng = rand.New(c.pcg)
 	valBytes := int64(4)
@@ -70,16 +70,13 @@ func newRandomK(cfg Config, tensors []Tensor, _, _ int, seed int64, _ Hyper) (Co
 	c.idx = make([]int32, total)
 	c.vals = make([]float32, total)
 	c.wire = int64(total) * valBytes
-	if cfg.Residual {
-		c.fb = newFeedback(packedSize(tensors))
-		return withFeedback{c, c.fb}, nil
-	}
 	return c, nil
 }
 
-func (c *randomK) Kind() dist.Kind     { return dist.KindAllReduce }
-func (c *randomK) Rounds() int         { return 1 }
-func (c *randomK) Steady(Context) bool { return true }
+func (c *randomK) Needs() Needs {
+	return Needs{Collective: dist.OpAllReduce, Rounds: 1, ErrorFeedback: c.residual}
+}
+func (c *randomK) Steady(StepInfo) bool { return true }
 
 // draw fills idx with the step's positions: per tensor in layout order, a
 // uniform k-subset by Floyd's algorithm (k draws, no rejection loop), read out
@@ -114,11 +111,8 @@ func (c *randomK) draw(step int) {
 	c.idxStep = step
 }
 
-func (c *randomK) Compress(_ int, grad []float32, _ Combined, ctx Context) (Payload, error) {
-	if c.fb != nil {
-		c.fb.mem.Compensate(grad)
-	}
-	c.draw(ctx.Step)
+func (c *randomK) Encode(_ int, grad []float32, _ Combined, info StepInfo) (Payload, error) {
+	c.draw(info.Step)
 	for ti, t := range c.tensors {
 		o, k := c.koff[ti], c.ks[ti]
 		g := grad[t.Offset : t.Offset+t.Size]
@@ -129,40 +123,25 @@ func (c *randomK) Compress(_ int, grad []float32, _ Combined, ctx Context) (Payl
 	if c.fp16 {
 		RoundF16(c.vals)
 	}
-	if c.fb != nil {
-		clear(c.fb.sent)
-		c.scatter(c.fb.sent, c.vals, 1)
-		c.fb.mem.Update(c.fb.sent)
-	}
 	return Payload{Floats: c.vals, Wire: c.wire, TensorWire: c.tw}, nil
 }
 
-// Decompress writes the all-reduced sum divided by N at the step's positions
-// and zero elsewhere.
-func (c *randomK) Decompress(last Combined, dst []float32, ctx Context) error {
-	if len(last.Floats) != len(c.vals) {
-		return fmt.Errorf("randomk: %d summed values, want %d", len(last.Floats), len(c.vals))
+// DecodeAdd adds the summed values at the step's positions.
+func (c *randomK) DecodeAdd(p Payload, dst []float32, info StepInfo) error {
+	if len(p.Floats) != len(c.vals) {
+		return fmt.Errorf("%d summed values, want %d", len(p.Floats), len(c.vals))
 	}
-	if last.Workers < 1 {
-		return fmt.Errorf("randomk: %d workers", last.Workers)
-	}
-	c.draw(ctx.Step)
-	clear(dst)
-	c.scatter(dst, last.Floats, float32(last.Workers))
-	return nil
-}
-
-// scatter writes vals/div at the drawn positions of dst (packed).
-func (c *randomK) scatter(dst, vals []float32, div float32) {
+	c.draw(info.Step)
 	for ti, t := range c.tensors {
 		o, k := c.koff[ti], c.ks[ti]
 		out := dst[t.Offset : t.Offset+t.Size]
 		for j, i := range c.idx[o : o+k] {
-			out[i] = vals[o+j] / div
+			out[i] += p.Floats[o+j]
 		}
 	}
+	return nil
 }
 
-func (c *randomK) State() map[string][]float32 { return c.fb.state() }
+func (c *randomK) State() map[string][]float32 { return nil }
 
-func (c *randomK) SetState(st map[string][]float32) error { return c.fb.setState("randomk", st) }
+func (c *randomK) SetState(st map[string][]float32) error { return noState("randomk", st) }

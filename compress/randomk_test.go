@@ -12,7 +12,7 @@ func randomKConfig(density float64, residual, fp16 bool) Config {
 }
 
 // randomKIndices returns the positions c drew for its last step, per tensor.
-func randomKIndices(c Compressor) [][]int32 {
+func randomKIndices(c *sender) [][]int32 {
 	r := unwrapFeedback(c).(*randomK)
 	var out [][]int32
 	for ti := range r.tensors {
@@ -38,7 +38,7 @@ func TestRandomKSameIndicesOnEveryWorker(t *testing.T) {
 	// Two tensors of 100 and 60 elements at density 0.1: k = 10 and 6.
 	tensors := baselineTensors([]int{10, 10}, []int{6, 10})
 	const workers = 3
-	cs := make([]Compressor, workers)
+	cs := make([]*sender, workers)
 	for w := range cs {
 		cs[w] = baselineBuild(t, "randomk", randomKConfig(0.1, true, false), tensors, w, workers)
 	}
@@ -49,7 +49,7 @@ func TestRandomKSameIndicesOnEveryWorker(t *testing.T) {
 			for i := range g {
 				g[i] = float32(w*1000 + i) // different gradients on every worker
 			}
-			if _, err := c.Compress(0, g, Combined{}, Context{Step: step, Worker: w, Workers: workers}); err != nil {
+			if _, err := c.Compress(0, g, Combined{}, StepInfo{Step: step, Worker: w, Workers: workers}); err != nil {
 				t.Fatal(err)
 			}
 			idx := randomKIndices(c)
@@ -70,18 +70,19 @@ func TestRandomKSameIndicesOnEveryWorker(t *testing.T) {
 	// The positions depend on the step alone, not on what ran before: a
 	// compressor that starts at step 5 (a resumed run) draws the same.
 	late := baselineBuild(t, "randomk", randomKConfig(0.1, true, false), tensors, 0, workers)
-	if _, err := late.Compress(0, make([]float32, 160), Combined{}, Context{Step: 5, Workers: workers}); err != nil {
+	if _, err := late.Compress(0, make([]float32, 160), Combined{}, StepInfo{Step: 5, Workers: workers}); err != nil {
 		t.Fatal(err)
 	}
 	if got := randomKIndices(late); !slices.EqualFunc(got, s5, slices.Equal) {
 		t.Fatalf("a fresh compressor drew %v at step 5, want %v", got, s5)
 	}
 	// Another seed draws other positions.
-	other, err := newRandomK(randomKConfig(0.1, true, false), tensors, 0, workers, 8, Hyper{})
+	otherC, err := newRandomK(randomKConfig(0.1, true, false), tensors, 0, workers, 8, Hyper{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := other.Compress(0, make([]float32, 160), Combined{}, Context{Step: 5, Workers: workers}); err != nil {
+	other := newSender("randomk", otherC, packedSize(tensors))
+	if _, err := other.Compress(0, make([]float32, 160), Combined{}, StepInfo{Step: 5, Workers: workers}); err != nil {
 		t.Fatal(err)
 	}
 	if got := randomKIndices(other); slices.Equal(got[0], s5[0]) {
@@ -96,15 +97,15 @@ func TestRandomKValuesAreTheWorkersMean(t *testing.T) {
 	tensors := baselineTensors([]int{5, 8}) // 40 elements, k = ceil(40*0.2) = 8
 	const workers = 3
 	sum := make([]float32, 8)
-	cs := make([]Compressor, workers)
-	ctx := Context{Step: 3, Workers: workers}
+	cs := make([]*sender, workers)
+	info := StepInfo{Step: 3, Workers: workers}
 	for w := range cs {
 		cs[w] = baselineBuild(t, "randomk", randomKConfig(0.2, false, false), tensors, w, workers)
 		g := make([]float32, 40)
 		for i := range g {
 			g[i] = float32(i + 100*w)
 		}
-		p, err := cs[w].Compress(0, g, Combined{}, ctx)
+		p, err := cs[w].Compress(0, g, Combined{}, info)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,7 +128,7 @@ func TestRandomKValuesAreTheWorkersMean(t *testing.T) {
 	for _, c := range cs {
 		dst := make([]float32, 40)
 		// Every worker gets its own copy of the sum, as from an all-reduce.
-		if err := c.Decompress(Combined{Floats: slices.Clone(sum), Workers: workers}, dst, ctx); err != nil {
+		if err := c.Decompress(Combined{Floats: slices.Clone(sum), Workers: workers}, dst, info); err != nil {
 			t.Fatal(err)
 		}
 		baselineClose(t, "mean", dst, want, 0)
@@ -137,14 +138,14 @@ func TestRandomKValuesAreTheWorkersMean(t *testing.T) {
 func TestRandomKResidual(t *testing.T) {
 	// One 4x5 tensor at density 0.25: k = 5.
 	c := baselineBuild(t, "randomk", randomKConfig(0.25, true, false), baselineTensors([]int{4, 5}), 0, 1)
-	ef := c.(ErrorFeedback)
+	ef := c.Feedback()
 	g := make([]float32, 20)
 	for i := range g {
 		g[i] = float32(i + 1)
 	}
 	// Step 0: the values are g at the drawn positions; the residual is g
 	// with those positions zeroed.
-	p, err := c.Compress(0, slices.Clone(g), Combined{}, Context{Step: 0, Workers: 1})
+	p, err := c.Compress(0, slices.Clone(g), Combined{}, StepInfo{Step: 0, Workers: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +161,7 @@ func TestRandomKResidual(t *testing.T) {
 	// Step 1 with a constant 0.5: compensated = 0.5 + residual, so a position
 	// not sent at step 0 carries its old value i+1 with it; one sent at step
 	// 0 sends 0.5 alone.
-	p, err = c.Compress(0, slices.Repeat([]float32{0.5}, 20), Combined{}, Context{Step: 1, Workers: 1})
+	p, err = c.Compress(0, slices.Repeat([]float32{0.5}, 20), Combined{}, StepInfo{Step: 1, Workers: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +187,7 @@ func TestRandomKFP16Values(t *testing.T) {
 	// 0.1 = 1.6*2^-4 in half precision: 0.6*1024 = 614.4 -> 614, so
 	// (1+614/1024)/16 = 0.0999755859375; the residual keeps float32(0.1) minus
 	// that, 2.4415553e-5.
-	p, err := c.Compress(0, slices.Repeat([]float32{0.1}, 20), Combined{}, Context{Workers: 1})
+	p, err := c.Compress(0, slices.Repeat([]float32{0.1}, 20), Combined{}, StepInfo{Workers: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +199,7 @@ func TestRandomKFP16Values(t *testing.T) {
 	for _, i := range randomKIndices(c)[0] {
 		want[i] = 2.4415553e-5
 	}
-	baselineClose(t, "residual", c.(ErrorFeedback).Residual(), want, 1e-11)
+	baselineClose(t, "residual", c.Feedback().Residual(), want, 1e-11)
 }
 
 func TestRandomKDrawsUniformly(t *testing.T) {
@@ -223,8 +224,8 @@ func TestRandomKDrawsUniformly(t *testing.T) {
 
 func TestRandomKRejectsBadSums(t *testing.T) {
 	c := baselineBuild(t, "randomk", randomKConfig(0.25, true, false), baselineTensors([]int{2, 4}), 0, 2)
-	ctx := Context{Workers: 2}
-	if _, err := c.Compress(0, make([]float32, 8), Combined{}, ctx); err != nil {
+	info := StepInfo{Workers: 2}
+	if _, err := c.Compress(0, make([]float32, 8), Combined{}, info); err != nil {
 		t.Fatal(err)
 	}
 	dst := make([]float32, 8)
@@ -233,7 +234,7 @@ func TestRandomKRejectsBadSums(t *testing.T) {
 		"long":       {Floats: make([]float32, 3), Workers: 2},
 		"no workers": {Floats: make([]float32, 2), Workers: 0},
 	} {
-		if err := c.Decompress(last, dst, ctx); err == nil {
+		if err := c.Decompress(last, dst, info); err == nil {
 			t.Errorf("%s: no error", name)
 		}
 	}

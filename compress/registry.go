@@ -6,16 +6,18 @@ import (
 )
 
 // Registry maps a compressor name to its builder. Every entry passes the
-// conformance test in conformance_test.go.
+// conformance test in conformance_test.go. "none" has no builder: the
+// exchange then all-reduces every tensor dense, which is the baseline.
 var Registry = map[string]Builder{
-	"none":     newNone,
-	"fp16":     newFP16,
-	"dgc":      newDGC,
-	"adacomp":  newAdaComp,
-	"topk":     newTopK,
-	"randomk":  newRandomK,
-	"onebit":   newOneBit,
-	"powersgd": newPowerSGD,
+	"none":      nil,
+	"fp16":      newFP16,
+	"dgc":       newDGC,
+	"adacomp":   newAdaComp,
+	"topk":      newTopK,
+	"randomk":   newRandomK,
+	"onebit":    newOneBit,
+	"efsignsgd": newEFSignSGD,
+	"powersgd":  newPowerSGD,
 }
 
 // Names lists the registered compressors, sorted.

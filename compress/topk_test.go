@@ -26,23 +26,19 @@ func baselineTensors(shapes ...[]int) []Tensor {
 	return ts
 }
 
-// baselineBuild builds a registered compressor for worker of workers.
-func baselineBuild(t testing.TB, name string, cfg Config, tensors []Tensor, worker, workers int) Compressor {
+// baselineBuild builds a registered compressor for worker of workers, inside
+// the exchange's generic step (error feedback).
+func baselineBuild(t testing.TB, name string, cfg Config, tensors []Tensor, worker, workers int) *sender {
 	t.Helper()
 	c, err := Registry[name](cfg, tensors, worker, workers, 7, Hyper{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c
+	return newSender(name, c, packedSize(tensors))
 }
 
-// unwrapFeedback returns the algorithm behind a compressor built with a residual.
-func unwrapFeedback(c Compressor) Compressor {
-	if w, ok := c.(withFeedback); ok {
-		return w.Compressor
-	}
-	return c
-}
+// unwrapFeedback returns the algorithm behind the generic step.
+func unwrapFeedback(s *sender) Compressor { return s.c }
 
 func topKConfig(density float64, residual, fp16 bool) Config {
 	c := DefaultConfig()
@@ -81,15 +77,15 @@ func decodeTopK(t *testing.T, b []byte, k int, fp16 bool) ([]int32, []float32) {
 }
 
 // baselineGather compresses g on a single worker and decompresses it.
-func baselineGather(t *testing.T, c Compressor, g []float32, step int) (Payload, []float32) {
+func baselineGather(t *testing.T, c *sender, g []float32, step int) (Payload, []float32) {
 	t.Helper()
-	ctx := Context{Step: step, Workers: 1}
-	p, err := c.Compress(0, slices.Clone(g), Combined{}, ctx)
+	info := StepInfo{Step: step, Workers: 1}
+	p, err := c.Compress(0, slices.Clone(g), Combined{}, info)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dst := make([]float32, len(g))
-	if err := c.Decompress(Combined{Bytes: [][]byte{p.Bytes}, Workers: 1}, dst, ctx); err != nil {
+	if err := c.Decompress(Combined{Bytes: [][]byte{p.Bytes}, Workers: 1}, dst, info); err != nil {
 		t.Fatal(err)
 	}
 	return p, dst
@@ -104,7 +100,7 @@ var (
 
 func TestTopKHandWorkedWithoutResidual(t *testing.T) {
 	c := baselineBuild(t, "topk", topKConfig(0.25, false, false), baselineTensors([]int{2, 4}), 0, 1)
-	if _, ok := c.(ErrorFeedback); ok {
+	if c.Feedback() != nil {
 		t.Fatal("topk without compress.residual claims to keep a residual")
 	}
 	// Step 1: |g1| = .1 .5 .3 .05 .2 .4 0 .45: the two largest are 0.5 at 1
@@ -133,7 +129,7 @@ func TestTopKHandWorkedWithoutResidual(t *testing.T) {
 
 func TestTopKHandWorkedWithResidual(t *testing.T) {
 	c := baselineBuild(t, "topk", topKConfig(0.25, true, false), baselineTensors([]int{2, 4}), 0, 1)
-	ef := c.(ErrorFeedback)
+	ef := c.Feedback()
 	// Step 1 sends the same as without residual; the residual is g1 with the
 	// sent entries (1 and 7) zeroed.
 	p, _ := baselineGather(t, c, topKG1, 0)
@@ -186,7 +182,7 @@ func TestTopKFP16Values(t *testing.T) {
 		t.Fatalf("sent %v %v, want [1 7] [-0.5 -0.449951171875]", idx, vals)
 	}
 	baselineClose(t, "decompressed", dst, []float32{0, -0.5, 0, 0, 0, 0, 0, -0.449951171875}, 0)
-	baselineClose(t, "residual", c.(ErrorFeedback).Residual(), []float32{0.1, 0, 0.3, 0.05, -0.2, 0.4, 0, -4.8816204e-5}, 1e-11)
+	baselineClose(t, "residual", c.Feedback().Residual(), []float32{0.1, 0, 0.3, 0.05, -0.2, 0.4, 0, -4.8816204e-5}, 1e-11)
 }
 
 func TestTopKNarrowIndices(t *testing.T) {
@@ -217,12 +213,12 @@ func TestTopKTwoTensorsTwoWorkers(t *testing.T) {
 	// Worker 1: tensor a sends 1, 2 (0.3, 0.6); tensor b sends 0, 1, 2 (the
 	// 1s: ties go to the lowest indices).
 	g1 := []float32{0, 0.3, 0.6, 0, 0, 0, 0, 0.1, 1, 1, 1, 1, 1, 0, 0, 0, 0}
-	ctx := Context{Workers: 2}
-	p0, err := w0.Compress(0, slices.Clone(g0), Combined{}, ctx)
+	info := StepInfo{Workers: 2}
+	p0, err := w0.Compress(0, slices.Clone(g0), Combined{}, info)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p1, err := w1.Compress(0, slices.Clone(g1), Combined{}, ctx)
+	p1, err := w1.Compress(0, slices.Clone(g1), Combined{}, info)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,9 +231,9 @@ func TestTopKTwoTensorsTwoWorkers(t *testing.T) {
 	want := []float32{0, -0.1, 0.3, 0, 0, 0, 0, -0.225, 0.5, 1, -0.5, 0, 0, 0, 1.5, 0, 0}
 	last := Combined{Bytes: [][]byte{p0.Bytes, p1.Bytes}, Workers: 2}
 	var outs [2][]float32
-	for w, c := range []Compressor{w0, w1} {
+	for w, c := range []*sender{w0, w1} {
 		outs[w] = make([]float32, len(want))
-		if err := c.Decompress(last, outs[w], ctx); err != nil {
+		if err := c.Decompress(last, outs[w], info); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -270,7 +266,7 @@ func baselineGarbled(p []byte, workers int) map[string]Combined {
 func TestTopKRejectsBadPayloads(t *testing.T) {
 	tensors := baselineTensors([]int{2, 4})
 	c := baselineBuild(t, "topk", topKConfig(0.25, true, false), tensors, 0, 2)
-	p, err := c.Compress(0, slices.Clone(topKG1), Combined{}, Context{Workers: 2})
+	p, err := c.Compress(0, slices.Clone(topKG1), Combined{}, StepInfo{Workers: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +278,7 @@ func TestTopKRejectsBadPayloads(t *testing.T) {
 	}
 	dst := make([]float32, 8)
 	for name, last := range cases {
-		if err := c.Decompress(last, dst, Context{Workers: 2}); err == nil {
+		if err := c.Decompress(last, dst, StepInfo{Workers: 2}); err == nil {
 			t.Errorf("%s: no error", name)
 		} else if !strings.HasPrefix(err.Error(), "topk: ") {
 			t.Errorf("%s: error %q does not name the compressor", name, err)
@@ -344,18 +340,18 @@ func TestBaselinesDoNotAllocatePerStep(t *testing.T) {
 			for i := range g {
 				g[i] = float32(rng.NormFloat64())
 			}
-			ctx := Context{Step: step, Workers: 1}
+			info := StepInfo{Step: step, Workers: 1}
 			step++
-			p, err := c.Compress(0, g, Combined{}, ctx)
+			p, err := c.Compress(0, g, Combined{}, info)
 			if err != nil {
 				t.Fatal(err)
 			}
 			last := Combined{Floats: p.Floats, Workers: 1}
-			if c.Kind() == dist.KindAllGather {
+			if c.needs.Collective == dist.OpAllGather {
 				gathered[0] = p.Bytes
 				last = Combined{Bytes: gathered, Workers: 1}
 			}
-			if err := c.Decompress(last, dst, ctx); err != nil {
+			if err := c.Decompress(last, dst, info); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -388,18 +384,18 @@ func benchBaseline(b *testing.B, name string) {
 			gathered := make([][]byte, 1)
 			step := 0
 			run := func() {
-				ctx := Context{Step: step, Workers: 1}
+				info := StepInfo{Step: step, Workers: 1}
 				step++
-				p, err := c.Compress(0, grad, Combined{}, ctx)
+				p, err := c.Compress(0, grad, Combined{}, info)
 				if err != nil {
 					b.Fatal(err)
 				}
 				last := Combined{Floats: p.Floats, Workers: 1}
-				if c.Kind() == dist.KindAllGather {
+				if c.needs.Collective == dist.OpAllGather {
 					gathered[0] = p.Bytes
 					last = Combined{Bytes: gathered, Workers: 1}
 				}
-				if err := c.Decompress(last, dst, ctx); err != nil {
+				if err := c.Decompress(last, dst, info); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -421,3 +417,8 @@ func benchBaseline(b *testing.B, name string) {
 }
 
 func BenchmarkTopK(b *testing.B) { benchBaseline(b, "topk") }
+
+// decodeMean is the exchange's mean over a combined result, for compressor c.
+func decodeMean(c Compressor, last Combined, dst []float32, info StepInfo) error {
+	return newSender("test", c, len(dst)).Decompress(last, dst, info)
+}

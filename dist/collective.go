@@ -1,7 +1,17 @@
-// Package dist runs data-parallel training: the Collective interface and its
-// backends (in-process goroutines; OpenMPI behind the mpi build tag), the engine
-// that maps logical workers onto replicas, byte accounting and the cluster time
-// model. It never imports Gorgonia.
+// Package dist runs data-parallel training. It never imports Gorgonia.
+//
+//   - Collective connects the logical workers of a run (all-reduce,
+//     all-gather, broadcast, barrier): NewLocal runs them as goroutines,
+//     NewMPI over OpenMPI (mpi build tag), NewHierarchical groups them by
+//     process; DetectLaunch reads how a process was started.
+//   - Engine maps the logical workers a process hosts onto model replicas in
+//     a fixed order, computes every worker's gradient, hands it to the
+//     worker's Exchanger (compress.Exchange: compression and byte
+//     accounting live there) and writes the mean into replica 0. Whether
+//     gradients are float32 or float64 is decided once, in NewEngine.
+//   - Float64Mean averages float64 values identically on every backend.
+//   - Network, StepTraffic and Prediction are the cluster time model: what
+//     a step would cost on a given topology, latency and bandwidth.
 package dist
 
 // Collective connects the Size logical workers of a run. Every member calls each
@@ -30,19 +40,19 @@ type Collective interface {
 	Close() error
 }
 
-// Kind is the collective a gradient exchange needs.
-type Kind int
+// Op is the collective operation a gradient exchange needs.
+type Op int
 
 const (
-	KindAllReduce Kind = iota // summable payloads (dense, PowerSGD, random-k with a shared seed)
-	KindAllGather             // per-worker payloads (top-k, DGC, AdaComp)
+	OpAllReduce Op = iota // summable payloads (dense, PowerSGD, random-k with a shared seed)
+	OpAllGather           // per-worker payloads (top-k, DGC, AdaComp)
 )
 
-func (k Kind) String() string {
+func (k Op) String() string {
 	switch k {
-	case KindAllReduce:
+	case OpAllReduce:
 		return "allreduce"
-	case KindAllGather:
+	case OpAllGather:
 		return "allgather"
 	}
 	return "unknown"

@@ -36,35 +36,10 @@ type Exchanger64 interface {
 }
 
 // Exchanger is one logical worker's gradient exchange: it replaces the worker's
-// flat gradient with the mean over all workers (compressing on the way) and
-// counts the bytes the worker puts on the wire.
+// flat gradient with the mean over all workers (compressing on the way, and
+// counting what it sends; compress.Exchange is the one the trainer uses).
 type Exchanger interface {
 	Exchange(grad []float32, step int) error
-	Bytes() int64
-}
-
-// denseExchange all-reduces float32 gradients: the baseline exchange.
-type denseExchange struct {
-	c     *Counted
-	sum64 Float64Mean
-}
-
-func (d *denseExchange) Exchange(grad []float32, _ int) error {
-	if err := d.c.AllReduce(grad); err != nil {
-		return err
-	}
-	inv := 1 / float32(d.c.Size())
-	for i := range grad {
-		grad[i] *= inv
-	}
-	return nil
-}
-
-func (d *denseExchange) Bytes() int64 { return d.c.Bytes() }
-
-// Exchange64 averages float64 gradients (counted at 8 bytes a value).
-func (d *denseExchange) Exchange64(grad []float64, _ int) error {
-	return d.sum64.Mean(d.c, grad)
 }
 
 // Engine maps the logical workers hosted by this process onto replicas. Worker w
@@ -77,9 +52,15 @@ type Engine struct {
 	exchange []Exchanger  // per local worker
 	grads    [][]float32  // per local worker
 	grads64  [][]float64  // per local worker, with float64 replicas (else nil)
-	losses   [][]float32  // per local worker, one value
-	own      []float64    // per local worker, its own loss of the last step
-	compute  []time.Duration
+	// The gradient's precision is chosen once, in NewEngine: these move a
+	// replica's gradient into worker w's buffer, exchange it, and write worker
+	// 0's mean into replica 0's Grad.
+	collect   func(w, r int)
+	exchangeW func(w, step int) error
+	publish   func()
+	losses    [][]float32 // per local worker, one value
+	own       []float64   // per local worker, its own loss of the last step
+	compute   []time.Duration
 	// Per-step scratch, one slot per local worker, reused so that a step
 	// allocates nothing here: each ready channel carries exactly one value a step.
 	ready  []chan error
@@ -89,7 +70,7 @@ type Engine struct {
 
 // NewEngine builds an engine over the local members (ranks Rank()..Rank()+len-1 of
 // a Size()-member collective) and replicas. exchange gives each local worker's
-// gradient exchange; nil means dense float32 all-reduce.
+// gradient exchange.
 func NewEngine(members []Collective, replicas []Replica, exchange []Exchanger) (*Engine, error) {
 	if len(members) == 0 || len(replicas) == 0 {
 		return nil, errors.New("dist: engine needs at least one worker and one replica")
@@ -108,48 +89,61 @@ func NewEngine(members []Collective, replicas []Replica, exchange []Exchanger) (
 	for w := range e.ready {
 		e.ready[w] = make(chan error, 1)
 	}
-	if exchange != nil && len(exchange) != len(members) {
+	if len(exchange) != len(members) {
 		return nil, fmt.Errorf("dist: %d exchanges for %d workers", len(exchange), len(members))
 	}
-	for w, m := range members {
-		if exchange == nil {
-			e.exchange = append(e.exchange, &denseExchange{c: NewCounted(m)})
-		} else {
-			e.exchange = append(e.exchange, exchange[w])
-		}
-		e.grads = append(e.grads, make([]float32, n))
+	e.exchange = exchange
+	for range members {
 		e.losses = append(e.losses, make([]float32, 1))
 	}
-	if err := e.setupFloat64(n); err != nil {
+	if err := e.choosePrecision(n); err != nil {
 		return nil, err
 	}
 	e.SyncReplicas()
 	return e, nil
 }
 
-// setupFloat64 turns on float64 gradients when the replicas compute them: all
-// replicas must, and every exchange must take them.
-func (e *Engine) setupFloat64(n int) error {
-	wide := 0
+// choosePrecision sets the engine up for float32 gradients, or for float64
+// ones when the replicas compute them: then all replicas must, and every
+// exchange must take them.
+func (e *Engine) choosePrecision(n int) error {
+	var wide []Replica64
 	for _, r := range e.replicas {
 		if r64, ok := r.(Replica64); ok && r64.Grad64() != nil {
 			if len(r64.Grad64()) != n {
 				return fmt.Errorf("dist: float64 gradient of %d values, the model has %d", len(r64.Grad64()), n)
 			}
-			wide++
+			wide = append(wide, r64)
 		}
 	}
-	if wide == 0 {
+	if len(wide) == 0 {
+		for range e.members {
+			e.grads = append(e.grads, make([]float32, n))
+		}
+		e.collect = func(w, r int) { copy(e.grads[w], e.replicas[r].Grad()) }
+		e.exchangeW = func(w, step int) error { return e.exchange[w].Exchange(e.grads[w], step) }
+		e.publish = func() { copy(e.replicas[0].Grad(), e.grads[0]) }
 		return nil
 	}
-	if wide != len(e.replicas) {
-		return fmt.Errorf("dist: %d of %d replicas compute float64 gradients: all or none must", wide, len(e.replicas))
+	if len(wide) != len(e.replicas) {
+		return fmt.Errorf("dist: %d of %d replicas compute float64 gradients: all or none must", len(wide), len(e.replicas))
 	}
+	x64 := make([]Exchanger64, len(e.exchange))
 	for w, x := range e.exchange {
-		if _, ok := x.(Exchanger64); !ok {
+		var ok bool
+		if x64[w], ok = x.(Exchanger64); !ok {
 			return fmt.Errorf("dist: worker %d's exchange cannot average float64 gradients", e.members[w].Rank())
 		}
 		e.grads64 = append(e.grads64, make([]float64, n))
+	}
+	e.collect = func(w, r int) { copy(e.grads64[w], wide[r].Grad64()) }
+	e.exchangeW = func(w, step int) error { return x64[w].Exchange64(e.grads64[w], step) }
+	e.publish = func() {
+		// The mean is rounded to float32 once, here.
+		g := e.replicas[0].Grad()
+		for i, v := range e.grads64[0] {
+			g[i] = float32(v)
+		}
 	}
 	return nil
 }
@@ -190,11 +184,7 @@ func (e *Engine) Step(step int, batch func(w int) ([]float32, []int32)) (float64
 				loss, err := rep.Step(x, y)
 				e.compute[w] = time.Since(t0)
 				if err == nil {
-					if e.grads64 != nil {
-						copy(e.grads64[w], rep.(Replica64).Grad64())
-					} else {
-						copy(e.grads[w], rep.Grad())
-					}
+					e.collect(w, r)
 					e.losses[w][0] = float32(loss)
 					e.own[w] = loss
 				}
@@ -219,13 +209,7 @@ func (e *Engine) Step(step int, batch func(w int) ([]float32, []int32)) (float64
 				e.abort(w, err)
 				return
 			}
-			var err error
-			if e.grads64 != nil {
-				err = e.exchange[w].(Exchanger64).Exchange64(e.grads64[w], step)
-			} else {
-				err = e.exchange[w].Exchange(e.grads[w], step)
-			}
-			if err != nil {
+			if err := e.exchangeW(w, step); err != nil {
 				errs[w] = err
 				e.abort(w, err)
 				return
@@ -240,15 +224,7 @@ func (e *Engine) Step(step int, batch func(w int) ([]float32, []int32)) (float64
 	if err := errors.Join(errs...); err != nil {
 		return 0, err
 	}
-	if e.grads64 != nil {
-		// The mean is rounded to float32 once, here.
-		g := e.replicas[0].Grad()
-		for i, v := range e.grads64[0] {
-			g[i] = float32(v)
-		}
-	} else {
-		copy(e.replicas[0].Grad(), e.grads[0])
-	}
+	e.publish()
 	return float64(e.losses[0][0] / float32(e.Workers())), nil
 }
 
@@ -396,22 +372,6 @@ func (e *Engine) GatherAll(payload func(w int) []byte) ([][]byte, error) {
 		out[i] = append([]byte(nil), p...) // the collective's buffers are reused
 	}
 	return out, nil
-}
-
-// TotalBytesSent is the number of gradient bytes all workers of the run have put
-// on the wire; every process must call it at the same time.
-func (e *Engine) TotalBytesSent() (int64, error) {
-	all, err := e.GatherAll(func(w int) []byte {
-		return binary.LittleEndian.AppendUint64(nil, uint64(e.exchange[w].Bytes()))
-	})
-	if err != nil {
-		return 0, err
-	}
-	var n int64
-	for _, p := range all {
-		n += int64(binary.LittleEndian.Uint64(p))
-	}
-	return n, nil
 }
 
 // ComputeSeconds is the mean gradient computation time of a local worker in the

@@ -122,12 +122,12 @@ func (n Network) ParameterServerGather(bytes int64, workers int) float64 {
 // Cost is the time in seconds of one collective call of kind k in which each of
 // the N workers contributes the given bytes, on n's topology: ring collectives
 // for TopologyRing, the server formulas for TopologyPS.
-func (n Network) Cost(k Kind, bytes int64, workers int) float64 {
+func (n Network) Cost(k Op, bytes int64, workers int) float64 {
 	ps := n.Topology == TopologyPS
 	switch {
-	case k == KindAllGather && ps:
+	case k == OpAllGather && ps:
 		return n.ParameterServerGather(bytes, workers)
-	case k == KindAllGather:
+	case k == OpAllGather:
 		return n.AllGather(bytes, workers)
 	case ps:
 		return n.ParameterServer(bytes, workers)
@@ -144,8 +144,8 @@ type StepTraffic struct {
 }
 
 // Add records one collective call of kind k carrying bytes per worker.
-func (t *StepTraffic) Add(k Kind, bytes int64) {
-	if k == KindAllGather {
+func (t *StepTraffic) Add(k Op, bytes int64) {
+	if k == OpAllGather {
 		t.AllGatherBytes = append(t.AllGatherBytes, bytes)
 		return
 	}
@@ -158,10 +158,10 @@ func (t *StepTraffic) Add(k Kind, bytes int64) {
 func (n Network) CommSeconds(t StepTraffic, workers int) float64 {
 	var s float64
 	for _, b := range t.AllReduceBytes {
-		s += n.Cost(KindAllReduce, b, workers)
+		s += n.Cost(OpAllReduce, b, workers)
 	}
 	for _, b := range t.AllGatherBytes {
-		s += n.Cost(KindAllGather, b, workers)
+		s += n.Cost(OpAllGather, b, workers)
 	}
 	return s
 }

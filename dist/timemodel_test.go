@@ -58,10 +58,10 @@ func TestParameterServer(t *testing.T) {
 
 	ps := tmRing10
 	ps.Topology = TopologyPS
-	approxRel(t, "Cost ps allreduce", ps.Cost(KindAllReduce, 1e8, 4), 0.6401)
-	approxRel(t, "Cost ps allgather", ps.Cost(KindAllGather, 1e6, 4), 0.0161)
-	approxRel(t, "Cost ring allreduce", tmRing10.Cost(KindAllReduce, 1e8, 4), 0.1203)
-	approxRel(t, "Cost ring allgather", tmRing10.Cost(KindAllGather, 1e6, 4), 2.55e-3)
+	approxRel(t, "Cost ps allreduce", ps.Cost(OpAllReduce, 1e8, 4), 0.6401)
+	approxRel(t, "Cost ps allgather", ps.Cost(OpAllGather, 1e6, 4), 0.0161)
+	approxRel(t, "Cost ring allreduce", tmRing10.Cost(OpAllReduce, 1e8, 4), 0.1203)
+	approxRel(t, "Cost ring allgather", tmRing10.Cost(OpAllGather, 1e6, 4), 2.55e-3)
 }
 
 func TestSingleWorkerHasNoCommunication(t *testing.T) {
@@ -86,9 +86,9 @@ func TestSingleWorkerHasNoCommunication(t *testing.T) {
 
 func TestCommSeconds(t *testing.T) {
 	var tr StepTraffic
-	tr.Add(KindAllReduce, 1e8)
-	tr.Add(KindAllGather, 1e6)
-	tr.Add(KindAllGather, 1e6)
+	tr.Add(OpAllReduce, 1e8)
+	tr.Add(OpAllGather, 1e6)
+	tr.Add(OpAllGather, 1e6)
 	if len(tr.AllReduceBytes) != 1 || len(tr.AllGatherBytes) != 2 {
 		t.Fatalf("Add: %+v", tr)
 	}

@@ -68,9 +68,6 @@ func (a *Adam) Step(params []Param, lr float64) error {
 	if err := checkStepLR(a.name(), lr); err != nil {
 		return err
 	}
-	if err := checkNotPreconditioned(a.name(), params); err != nil {
-		return err
-	}
 	if err := a.bufs.prepare(params, a.step == 0); err != nil {
 		return err
 	}

@@ -70,9 +70,6 @@ func (a *LAMB) Step(params []Param, lr float64) error {
 	if err := checkStepLR("lamb", lr); err != nil {
 		return err
 	}
-	if err := checkNotPreconditioned("lamb", params); err != nil {
-		return err
-	}
 	if err := a.bufs.prepare(params, a.step == 0 || !a.biasCorrection); err != nil {
 		return err
 	}

@@ -76,9 +76,6 @@ func (l *LARS) Step(params []Param, lr float64) error {
 	if err := checkStepLR("lars", lr); err != nil {
 		return err
 	}
-	if err := checkNotPreconditioned("lars", params); err != nil {
-		return err
-	}
 	if err := l.bufs.prepare(params, true); err != nil {
 		return err
 	}

@@ -59,9 +59,6 @@ func (o *NovoGrad) Step(params []Param, lr float64) error {
 	if err := checkStepLR("novograd", lr); err != nil {
 		return err
 	}
-	if err := checkNotPreconditioned("novograd", params); err != nil {
-		return err
-	}
 	if err := o.bufs.prepare(params, true); err != nil {
 		return err
 	}

@@ -9,10 +9,6 @@ type Param struct {
 	Value   []float32 // aliases the flat parameter buffer
 	Grad    []float32 // aliases the flat gradient buffer
 	NoDecay bool      // biases and BatchNorm parameters: no weight decay
-	// Preconditioned: the gradient exchange already applied momentum and weight
-	// decay (DGC's momentum correction), so the optimizer takes a plain step
-	// w -= lr*g for this tensor. Only SGD accepts such tensors.
-	Preconditioned bool
 }
 
 // Kind tells which sort of layer a parameter tensor belongs to; compressors and

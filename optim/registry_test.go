@@ -409,28 +409,6 @@ func TestStepErrors(t *testing.T) {
 	}
 }
 
-// TestStepPreconditioned: only SGD takes the plain step that DGC-preconditioned
-// tensors need; every other optimizer refuses them, names itself and points to sgd,
-// and changes nothing.
-func TestStepPreconditioned(t *testing.T) {
-	for _, c := range registryCases {
-		if c.cfg.Name == "sgd" {
-			continue
-		}
-		t.Run(c.name, func(t *testing.T) {
-			opt, _ := New(c.cfg)
-			params := []Param{
-				{Name: "a", Value: []float32{1}, Grad: []float32{1}},
-				{Name: "pre", Value: []float32{1}, Grad: []float32{1}, Preconditioned: true},
-			}
-			wantErrorContaining(t, opt.Step(params, 0.1), c.cfg.Name+":", "tensor pre", "use optim.name sgd")
-			if params[0].Value[0] != 1 || opt.State().Step != 0 || StateBytes(opt) != 0 {
-				t.Error("a refused Step changed parameters or state")
-			}
-		})
-	}
-}
-
 // TestStateBytes: bytes of state per parameter, for the trainer's summary. A model of
 // a 1000-element weight and a 10-element bias: SGD with momentum and LARS keep one
 // float per element (4 bytes), Adam and LAMB two (8), NovoGrad one per element plus

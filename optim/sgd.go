@@ -18,7 +18,8 @@ type SGD struct {
 	nesterov      bool
 	weightDecay   float64
 	decayNormBias bool
-	stepState     // buffers: slot "momentum", or no slots when momentum is 0
+	plain         map[string]bool // tensors that take plain steps (PlainSteps)
+	stepState                     // buffers: slot "momentum", or no slots when momentum is 0
 }
 
 var _ Optimizer = (*SGD)(nil)
@@ -42,6 +43,19 @@ func NewSGD(c Config) (*SGD, error) {
 	return s, nil
 }
 
+// PlainSteps makes SGD update the named tensors with w -= lr*g, without
+// momentum and weight decay: their gradients arrive with both already applied
+// (by a gradient exchange that applies momentum itself). Their momentum
+// buffers are kept all the same, so the checkpoint state does not change shape.
+func (s *SGD) PlainSteps(names ...string) {
+	if s.plain == nil {
+		s.plain = map[string]bool{}
+	}
+	for _, n := range names {
+		s.plain[n] = true
+	}
+}
+
 // Step applies one SGD update with learning rate lr to every parameter. It checks
 // all parameters before changing any.
 func (s *SGD) Step(params []Param, lr float64) error {
@@ -54,10 +68,11 @@ func (s *SGD) Step(params []Param, lr float64) error {
 	for i := range params {
 		p := &params[i]
 		wd := s.weightDecay
-		if (p.NoDecay && !s.decayNormBias) || p.Preconditioned {
+		plain := s.plain[p.Name]
+		if (p.NoDecay && !s.decayNormBias) || plain {
 			wd = 0
 		}
-		if s.momentum == 0 || p.Preconditioned {
+		if s.momentum == 0 || plain {
 			sgdPlain(p.Value, p.Grad, lr, wd)
 		} else {
 			sgdMomentum(p.Value, p.Grad, s.bufs.byName[p.Name][0], lr, wd, s.momentum, s.nesterov)

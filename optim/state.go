@@ -179,18 +179,6 @@ func errNegativeStep(who string, step int64) error {
 	return fmt.Errorf("optim: %s: state step %d, want >= 0", who, step)
 }
 
-// checkNotPreconditioned rejects tensors whose gradient already carries momentum and
-// weight decay from the exchange (DGC's momentum correction): only SGD can take the
-// plain step they need; any other rule would apply momentum twice.
-func checkNotPreconditioned(who string, params []Param) error {
-	for i := range params {
-		if params[i].Preconditioned {
-			return fmt.Errorf("%s: tensor %s already carries momentum from the gradient exchange (DGC momentum correction): use optim.name sgd", who, params[i].Name)
-		}
-	}
-	return nil
-}
-
 // StateBytes returns the size in bytes of o's checkpointable state buffers (4 bytes per
 // float32; the step counter is not counted): divided by the number of parameters it
 // gives the state's bytes per parameter (SGD with momentum 4, Adam 8, NovoGrad a

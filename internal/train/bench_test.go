@@ -37,7 +37,15 @@ func BenchmarkReplicas(b *testing.B) {
 					}
 					reps[r] = net
 				}
-				e, err := dist.NewEngine(members, reps, nil)
+				dense := compress.DefaultConfig() // none: every tensor all-reduced dense
+				ex := make([]dist.Exchanger, workers)
+				for w, m := range members {
+					step := func(step int) compress.StepInfo { return compress.StepInfo{Step: step, Worker: w, Workers: workers} }
+					if ex[w], err = compress.NewExchange(dense, reps[0].(*models.Net).Params(), m, 1, compress.Hyper{}, step); err != nil {
+						b.Fatal(err)
+					}
+				}
+				e, err := dist.NewEngine(members, reps, ex)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -62,16 +70,26 @@ type timedCompressor struct {
 	spent *time.Duration
 }
 
-func (t timedCompressor) Compress(r int, g []float32, prev compress.Combined, ctx compress.Context) (compress.Payload, error) {
+func (t timedCompressor) Encode(r int, g []float32, prev compress.Combined, ctx compress.StepInfo) (compress.Payload, error) {
 	t0 := time.Now()
-	p, err := t.Compressor.Compress(r, g, prev, ctx)
+	p, err := t.Compressor.Encode(r, g, prev, ctx)
 	*t.spent += time.Since(t0)
 	return p, err
 }
 
-func (t timedCompressor) Decompress(last compress.Combined, dst []float32, ctx compress.Context) error {
+func (t timedCompressor) DecodeAdd(p compress.Payload, dst []float32, ctx compress.StepInfo) error {
 	t0 := time.Now()
-	err := t.Compressor.Decompress(last, dst, ctx)
+	err := t.Compressor.DecodeAdd(p, dst, ctx)
+	*t.spent += time.Since(t0)
+	return err
+}
+
+// timedWhole times a compressor that decodes the combined result itself.
+type timedWhole struct{ timedCompressor }
+
+func (t timedWhole) DecodeMean(last compress.Combined, dst []float32, ctx compress.StepInfo) error {
+	t0 := time.Now()
+	err := t.Compressor.(compress.CombinedDecoder).DecodeMean(last, dst, ctx)
 	*t.spent += time.Since(t0)
 	return err
 }
@@ -106,6 +124,9 @@ func BenchmarkCompressionShare(b *testing.B) {
 			build := compress.Registry[name]
 			compress.Registry[timed] = func(c compress.Config, ts []compress.Tensor, w, n int, seed int64, h compress.Hyper) (compress.Compressor, error) {
 				inner, err := build(c, ts, w, n, seed, h)
+				if _, ok := inner.(compress.CombinedDecoder); ok {
+					return timedWhole{timedCompressor{inner, &spent[w]}}, err
+				}
 				return timedCompressor{inner, &spent[w]}, err
 			}
 			defer delete(compress.Registry, timed)
@@ -113,8 +134,8 @@ func BenchmarkCompressionShare(b *testing.B) {
 			cfg.Name, cfg.MinSize, cfg.DGC.WarmupEpochs, cfg.PowerSGD.StartIter, cfg.PowerSGD.Rank = timed, 0, 0, 0, 2
 			ex := make([]dist.Exchanger, workers)
 			for w, m := range members {
-				ctx := func(step int) compress.Context {
-					return compress.Context{Step: step, StepsPerEpoch: 1000, Worker: m.Rank(), Workers: workers, Params: net0.Flat()}
+				ctx := func(step int) compress.StepInfo {
+					return compress.StepInfo{Step: step, StepsPerEpoch: 1000, Worker: m.Rank(), Workers: workers, Params: net0.Flat()}
 				}
 				if ex[w], err = compress.NewExchange(cfg, net0.Params(), m, 1, compress.Hyper{Momentum: 0.9}, ctx); err != nil {
 					b.Fatal(err)

@@ -114,8 +114,8 @@ func TestWorkerExtraBytesMatchesHeap(t *testing.T) {
 		}
 		xs := make([]*compress.Exchange, workers)
 		for w := range xs {
-			ctx := func(step int) compress.Context {
-				return compress.Context{Step: step, StepsPerEpoch: 100, Worker: w, Workers: workers, Params: params[0].Value}
+			ctx := func(step int) compress.StepInfo {
+				return compress.StepInfo{Step: step, StepsPerEpoch: 100, Worker: w, Workers: workers, Params: params[0].Value}
 			}
 			if xs[w], err = compress.NewExchange(c, params, members[w], 1, compress.Hyper{Momentum: 0.9}, ctx); err != nil {
 				t.Fatal(err)

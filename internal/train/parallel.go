@@ -16,6 +16,7 @@ import (
 	"github.com/gradwire/gradwire/dist"
 	"github.com/gradwire/gradwire/internal/version"
 	"github.com/gradwire/gradwire/models"
+	"github.com/gradwire/gradwire/optim"
 )
 
 // setupWorkers connects this process's logical workers: an in-process group for
@@ -147,30 +148,37 @@ func (j *job) setupReplicas(ctx context.Context, in models.Input, evalBatch int)
 	exchangers := make([]dist.Exchanger, len(j.members))
 	j.exchanges = make([]*compress.Exchange, len(j.members))
 	for w, m := range j.members {
-		ctx := func(step int) compress.Context {
-			return compress.Context{Step: step, StepsPerEpoch: j.stepsPerEpoch, Worker: m.Rank(), Workers: m.Size(), Params: j.net.Flat()}
+		info := func(step int) compress.StepInfo {
+			return compress.StepInfo{Step: step, StepsPerEpoch: j.stepsPerEpoch, Worker: m.Rank(), Workers: m.Size(), Params: j.net.Flat()}
 		}
-		x, err := compress.NewExchange(j.cfg.Compress, j.net.Params(), m, j.cfg.Seed, hyper, ctx)
+		x, err := compress.NewExchange(j.cfg.Compress, j.net.Params(), m, j.cfg.Seed, hyper, info)
 		if err != nil {
 			return err
 		}
 		j.exchanges[w], exchangers[w] = x, x
 	}
-	// DGC's momentum correction applies momentum and weight decay to the tensors
-	// it compresses: the optimizer must take plain steps on them.
-	if c, ok := j.exchanges[0].Compressor().(compress.MomentumOwner); ok && c.OwnsMomentum() {
-		compressed := map[string]bool{}
-		for _, t := range j.exchanges[0].CompressedTensors() {
-			compressed[t.Name] = true
-		}
-		params := j.net.Params()
-		for i := range params {
-			params[i].Preconditioned = compressed[params[i].Name]
-		}
-	}
 	var err error
 	j.engine, err = dist.NewEngine(j.members, reps, exchangers)
 	return err
+}
+
+// fitOptimizer configures the optimizer for what the exchange does, once
+// when both are built: a compressor that applies momentum and weight decay
+// itself (DGC's momentum correction) needs plain SGD steps on the tensors it
+// compresses, and no other optimizer (any other rule would apply momentum twice).
+func (j *job) fitOptimizer(opt optim.Optimizer) error {
+	c := j.exchanges[0].Compressor()
+	if c == nil || !c.Needs().OwnsMomentum {
+		return nil
+	}
+	sgd, ok := opt.(*optim.SGD)
+	if !ok {
+		return fmt.Errorf("compress.name %s applies momentum itself (momentum correction): optim.name must be sgd, not %s", j.cfg.Compress.Name, j.cfg.Optim.Name)
+	}
+	for _, t := range j.exchanges[0].CompressedTensors() {
+		sgd.PlainSteps(t.Name)
+	}
+	return nil
 }
 
 // workerState is one logical worker's checkpointed exchange state.
@@ -184,10 +192,7 @@ type workerState struct {
 // bytes are decoded within the bounds of this run's layout.
 func (j *job) gatherWorkers() ([]workerState, error) {
 	all, err := j.engine.GatherAll(func(w int) []byte {
-		st := workerState{Traffic: j.exchanges[w].Traffic()}
-		if c := j.exchanges[w].Compressor(); c != nil {
-			st.Compressor = c.State()
-		}
+		st := workerState{Traffic: j.exchanges[w].Traffic(), Compressor: j.exchanges[w].State()}
 		return encodeWorkerState(st)
 	})
 	if err != nil {
@@ -211,10 +216,8 @@ func (j *job) restoreWorkers(path string, states []workerState) error {
 	for w, x := range j.exchanges {
 		st := states[j.engine.FirstWorker()+w]
 		x.SetTraffic(st.Traffic)
-		if c := x.Compressor(); c != nil {
-			if err := c.SetState(st.Compressor); err != nil {
-				return fmt.Errorf("checkpoint %s: worker %d compressor: %w", path, j.engine.FirstWorker()+w, err)
-			}
+		if err := x.SetState(st.Compressor); err != nil {
+			return fmt.Errorf("checkpoint %s: worker %d compressor: %w", path, j.engine.FirstWorker()+w, err)
 		}
 	}
 	return nil
@@ -288,12 +291,13 @@ func (j *job) fillTraffic(s *Summary, workers []workerState) {
 	perStep := wire / steps
 	var traffic dist.StepTraffic
 	if t.DenseStep > 0 {
-		traffic.Add(dist.KindAllReduce, t.DenseStep)
+		traffic.Add(dist.OpAllReduce, t.DenseStep)
 	}
 	if c := j.exchanges[0].Compressor(); c != nil {
-		rounds := int64(c.Rounds())
+		needs := c.Needs()
+		rounds := int64(needs.Rounds)
 		for r := int64(0); r < rounds; r++ {
-			traffic.Add(c.Kind(), (perStep-t.DenseStep)/rounds)
+			traffic.Add(needs.Collective, (perStep-t.DenseStep)/rounds)
 		}
 	}
 	compute := j.computeS / float64(j.computeN)

@@ -289,6 +289,9 @@ func (j *job) setup(ctx context.Context) error {
 	if j.opt, err = optim.New(c.Optim); err != nil {
 		return err
 	}
+	if err := j.fitOptimizer(j.opt); err != nil {
+		return err
+	}
 	if j.sched, err = optim.NewSchedule(c.Schedule, c.Optim.LR, j.globalBatch, j.stepsPerEpoch, j.stepsPerEpoch*c.Train.Epochs); err != nil {
 		return err
 	}
