@@ -46,9 +46,6 @@ func (s *SGDW) Step(params []Param, lr float64) error {
 	if err := checkStepLR("sgdw", lr); err != nil {
 		return err
 	}
-	if err := checkNotPreconditioned("sgdw", params); err != nil {
-		return err
-	}
 	if err := s.bufs.prepare(params, true); err != nil {
 		return err
 	}
