@@ -28,7 +28,7 @@ func (b *builder) norm(x *G.Node, c int, relu bool, name string) *G.Node {
 	var op normOp
 	var err error
 	if b.fast() {
-		y, op, err = batchNormOp(x, scale, shift, relu, b.training, b.cfg.BNMomentum, b.cfg.BNEpsilon)
+		y, op, err = batchNormOp(b.ws, x, scale, shift, relu, b.training, b.cfg.BNMomentum, b.cfg.BNEpsilon)
 	} else {
 		y, _, _, op, err = G.BatchNorm(x, scale, shift, b.cfg.BNMomentum, b.cfg.BNEpsilon)
 		if err == nil && relu {

@@ -68,7 +68,7 @@ const BLAS = "openblas"
 func init() {
 	sgemmImpl, dgemmImpl = netlib.Implementation{}, netlib.Implementation{}
 	nativeGEMM = false
-	// gradwire parallelises over samples (SetOpWorkers) and replicas, so the
+	// gradwire parallelises over samples (WithOpWorkers) and replicas, so the
 	// GEMMs run one thread each; OpenBLAS's extra threads would busy-wait
 	// against those workers. OPENBLAS_NUM_THREADS, when set, still wins.
 	if os.Getenv("OPENBLAS_NUM_THREADS") == "" {

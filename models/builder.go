@@ -49,9 +49,11 @@ type builder struct {
 
 type buildError struct{ err error }
 
-func newBuilder(cfg Config, dt tensor.Dtype, training bool) *builder {
+// newBuilder starts a graph whose fast ops split their work over opWorkers
+// goroutines (< 1: runtime.GOMAXPROCS(0)).
+func newBuilder(cfg Config, dt tensor.Dtype, training bool, opWorkers int) *builder {
 	return &builder{g: G.NewGraph(), dt: dt, cfg: cfg, training: training,
-		names: map[string]bool{}, inputs: map[*G.Node]bool{}, ws: &workspace{}}
+		names: map[string]bool{}, inputs: map[*G.Node]bool{}, ws: newWorkspace(opWorkers)}
 }
 
 // must unwraps a Gorgonia result inside a model function.

@@ -38,7 +38,7 @@ func (b *builder) conv(x *G.Node, cin, cout, k, stride, pad int, bias, relu bool
 		// The graph's input image needs no gradient: skip its backward GEMMs.
 		y := must(conv2dOp(b.ws, x, w, stride, pad, !b.inputs[x]))
 		if bv != nil {
-			y = must(biasAct(y, bv, relu))
+			y = must(biasAct(b.ws, y, bv, relu))
 		}
 		return y
 	}

@@ -20,7 +20,7 @@ func (b *builder) embedding(onehots []*G.Node, vocab, dim int, name string) []*G
 	out := make([]*G.Node, len(onehots))
 	for i, x := range onehots {
 		if b.fast() {
-			out[i] = must(embedLookupOp(x, e, !b.inputs[x]))
+			out[i] = must(embedLookupOp(b.ws, x, e, !b.inputs[x]))
 		} else {
 			out[i] = must(G.Mul(x, e))
 		}

@@ -34,6 +34,7 @@ type normOp interface {
 // bnState is shared by one BatchNorm layer's ops.
 type bnState struct {
 	id              int64
+	ws              *workspace
 	relu            bool
 	momentum, eps   float64
 	training        bool
@@ -46,7 +47,7 @@ type bnState struct {
 // batchNormOp builds the fused BatchNorm (+ ReLU) of x (N, C, ...) with scale
 // gamma and shift beta of C values each (any shape); the returned op manages
 // the running statistics, which start at mean 0 and variance 1.
-func batchNormOp(x, gamma, beta *G.Node, relu, training bool, momentum, eps float64) (*G.Node, *bnOp, error) {
+func batchNormOp(ws *workspace, x, gamma, beta *G.Node, relu, training bool, momentum, eps float64) (*G.Node, *bnOp, error) {
 	s := x.Shape()
 	if len(s) < 2 || gamma.Shape().TotalSize() != s[1] || !gamma.Shape().Eq(beta.Shape()) {
 		return nil, nil, fmt.Errorf("batch norm: input %v, scale %v and shift %v do not fit", s, gamma.Shape(), beta.Shape())
@@ -57,7 +58,7 @@ func batchNormOp(x, gamma, beta *G.Node, relu, training bool, momentum, eps floa
 	}
 	c := s[1]
 	op := &bnOp{plainOp{}, &bnState{
-		id: nextOpID(), relu: relu, momentum: momentum, eps: eps, training: training,
+		id: nextOpID(), ws: ws, relu: relu, momentum: momentum, eps: eps, training: training,
 		dims: len(s), pdims: gamma.Dims(),
 		mean: make([]float64, c), invstd: make([]float64, c),
 		runMean: tensor.New(tensor.Of(dt), tensor.WithShape(c)),
@@ -174,7 +175,7 @@ func (op *bnOp) Do(vals ...G.Value) (G.Value, error) {
 func bnForward[T elem](st *bnState, x, gamma, beta, y, runMean, runVar []T, s tensor.Shape) {
 	n, c, inner := channels(s)
 	m := float64(n * inner)
-	parallel(c, split(c), func(_, lo, hi int) {
+	parallel(c, st.ws.split(c), func(_, lo, hi int) {
 		for ch := lo; ch < hi; ch++ {
 			var mean, invstd float64
 			if st.training {
@@ -303,7 +304,7 @@ func (op *bnSumsOp) Do(vals ...G.Value) (G.Value, error) {
 
 func bnSums[T elem](st *bnState, x, y, dy, out []T, s tensor.Shape) {
 	n, c, inner := channels(s)
-	parallel(c, split(c), func(_, lo, hi int) {
+	parallel(c, st.ws.split(c), func(_, lo, hi int) {
 		for ch := lo; ch < hi; ch++ {
 			mean := T(st.mean[ch])
 			var s1, s2 float64
@@ -434,7 +435,7 @@ func (op *bnDataGradOp) Do(vals ...G.Value) (G.Value, error) {
 func bnDataGrad[T elem](st *bnState, x, y, dy, gamma, sums, dx []T, s tensor.Shape) {
 	n, c, inner := channels(s)
 	m := float64(n * inner)
-	parallel(c, split(c), func(_, lo, hi int) {
+	parallel(c, st.ws.split(c), func(_, lo, hi int) {
 		for ch := lo; ch < hi; ch++ {
 			inv := st.invstd[ch]
 			// dx = scale·(g - m1 - (x - mean)·m2)

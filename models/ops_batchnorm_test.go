@@ -98,7 +98,7 @@ func TestBatchNormByHand(t *testing.T) {
 }
 
 func bnByHand(t *testing.T, dt tensor.Dtype, ops string, relu bool, x, train, eval, mean, variance []float64, tol float64) {
-	b := newBuilder(withDefaults(Config{Ops: ops}), dt, true)
+	b := newBuilder(withDefaults(Config{Ops: ops}), dt, true, 0)
 	xn := b.input("x", 2, 2, 1, 2)
 	var y *G.Node
 	if relu {

@@ -26,28 +26,8 @@ import (
 // gradient checks.
 type elem interface{ float32 | float64 }
 
-// opWorkers is the number of goroutines an op splits its work over.
-var opWorkers atomic.Int32
-
-func init() { opWorkers.Store(int32(runtime.GOMAXPROCS(0))) }
-
-// SetOpWorkers sets how many goroutines each fast op splits its work (samples or
-// channels) over; n < 1 restores the default, runtime.GOMAXPROCS(0). A trainer
-// that runs R replicas in parallel should set GOMAXPROCS/R so that the replicas
-// do not oversubscribe the cores. Results do not depend on the setting: every
-// reduction runs in an order fixed by the shapes alone.
-func SetOpWorkers(n int) {
-	if n < 1 {
-		n = runtime.GOMAXPROCS(0)
-	}
-	opWorkers.Store(int32(n))
-}
-
-// OpWorkers is the current SetOpWorkers value.
-func OpWorkers() int { return int(opWorkers.Load()) }
-
 // split is how many workers an op uses for n independent pieces of work.
-func split(n int) int { return max(1, min(OpWorkers(), n)) }
+func (ws *workspace) split(n int) int { return max(1, min(ws.workers, n)) }
 
 // parallel splits [0, n) into w contiguous ranges (w from split) and runs
 // f(worker, lo, hi) on each, the first on the calling goroutine.
@@ -164,12 +144,24 @@ func reuse(p **tensor.Dense, dt tensor.Dtype, shape tensor.Shape) *tensor.Dense 
 	return t
 }
 
-// workspace is scratch memory shared by the fast ops of one graph. A
-// TapeMachine runs one op at a time, so ops of the same graph never use it at
-// once; nothing in it outlives a Do call.
+// workspace is what the fast ops of one graph share: the number of goroutines
+// each op splits its work (samples or channels) over, and scratch memory. A
+// TapeMachine runs one op at a time, so ops of the same graph never use the
+// scratch at once; nothing in it outlives a Do call. Results do not depend on
+// workers: every reduction runs in an order fixed by the shapes alone.
 type workspace struct {
-	f32 []float32
-	f64 []float64
+	workers int
+	f32     []float32
+	f64     []float64
+}
+
+// newWorkspace returns a workspace whose ops use workers goroutines each;
+// workers < 1 means runtime.GOMAXPROCS(0).
+func newWorkspace(workers int) *workspace {
+	if workers < 1 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	return &workspace{workers: workers}
 }
 
 // scratch returns n values of the workspace (contents undefined), growing it

@@ -32,9 +32,7 @@ type layerResult struct {
 // declare the same parameters, start from the same values.
 func runLayer(t *testing.T, ops string, workers int, inShape []int, layer func(b *builder, x *G.Node) *G.Node) layerResult {
 	t.Helper()
-	SetOpWorkers(workers)
-	t.Cleanup(func() { SetOpWorkers(0) })
-	b := newBuilder(withDefaults(Config{Ops: ops}), tensor.Float64, true)
+	b := newBuilder(withDefaults(Config{Ops: ops}), tensor.Float64, true, workers)
 	var out, loss *G.Node
 	var nodes G.Nodes
 	var vm G.VM

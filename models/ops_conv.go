@@ -212,7 +212,7 @@ func col2imSame[T elem](g *convGeom, col, dx []T) {
 func convForward[T elem](g *convGeom, ws *workspace, x, w, y []T) {
 	ckk, ohw := g.ckk(), g.ohw()
 	in, out := g.c*g.h*g.w, g.oc*ohw
-	nw := split(g.n)
+	nw := ws.split(g.n)
 	var cols []T
 	if !g.pointwise() {
 		cols = scratch[T](ws, nw*ckk*ohw)
@@ -233,7 +233,7 @@ func convForward[T elem](g *convGeom, ws *workspace, x, w, y []T) {
 func convDataGrad[T elem](g *convGeom, ws *workspace, w, dy, dx []T) {
 	ckk, ohw := g.ckk(), g.ohw()
 	in, out := g.c*g.h*g.w, g.oc*ohw
-	nw := split(g.n)
+	nw := ws.split(g.n)
 	var cols []T
 	if !g.pointwise() {
 		cols = scratch[T](ws, nw*ckk*ohw)
@@ -253,7 +253,7 @@ func convDataGrad[T elem](g *convGeom, ws *workspace, w, dy, dx []T) {
 
 // reduceChunks is how many partial sums a reduction over the batch is split
 // into. It is fixed, not the worker count, so that the result does not depend
-// on SetOpWorkers: each chunk sums its samples in order, and the chunks are
+// on the number of workers: each chunk sums its samples in order, and the chunks are
 // added in order.
 const reduceChunks = 16
 
@@ -262,7 +262,7 @@ func convFilterGrad[T elem](g *convGeom, ws *workspace, x, dy, dw []T) {
 	ckk, ohw := g.ckk(), g.ohw()
 	in, out, nwt := g.c*g.h*g.w, g.oc*ohw, g.oc*ckk
 	chunks := min(reduceChunks, g.n)
-	nw := split(chunks)
+	nw := ws.split(chunks)
 	colSize := 0
 	if !g.pointwise() {
 		colSize = ckk * ohw
@@ -287,14 +287,14 @@ func convFilterGrad[T elem](g *convGeom, ws *workspace, x, dy, dw []T) {
 			}
 		}
 	})
-	sumParts(dw, parts, chunks)
+	sumParts(ws, dw, parts, chunks)
 }
 
 // sumParts writes dst = the sum of the chunks consecutive len(dst)-long parts,
 // added in order; workers split the element range.
-func sumParts[T elem](dst, parts []T, chunks int) {
+func sumParts[T elem](ws *workspace, dst, parts []T, chunks int) {
 	n := len(dst)
-	parallel(n, split(n/4096+1), func(_, lo, hi int) {
+	parallel(n, ws.split(n/4096+1), func(_, lo, hi int) {
 		d := dst[lo:hi]
 		copy(d, parts[lo:hi])
 		for ch := 1; ch < chunks; ch++ {

@@ -75,7 +75,7 @@ func TestFastConvInputImage(t *testing.T) {
 	shape := []int{3, 2, 6, 6}
 	grads := map[string][]float64{}
 	for _, ops := range OpsNames() {
-		b := newBuilder(withDefaults(Config{Ops: ops}), tensor.Float64, true)
+		b := newBuilder(withDefaults(Config{Ops: ops}), tensor.Float64, true, 0)
 		x := b.input("x", shape...)
 		y := b.conv2d(x, 2, 4, 3, 1, 1, false, "conv")
 		loss := must(G.Sum(must(G.Square(y))))

@@ -27,7 +27,7 @@ import (
 // Each chunk runs its recurrence on its own (the sequences are independent),
 // so workers take whole chunks with no synchronisation per step, and every
 // GEMM has the same operands whatever the worker count: results do not depend
-// on SetOpWorkers. The weight gradients are summed per chunk, then over the
+// on the number of workers. The weight gradients are summed per chunk, then over the
 // chunks in order.
 
 // lstmMaxChunks bounds the chunks the batch is cut into: enough to keep a few
@@ -182,7 +182,7 @@ func lstmForward[T elem](ws *workspace, d lstmDims, x, wx, wh, bias, gates, cell
 		transposeTo(wxOp, d.in, wx, g4, d.in, g4)
 		transposeTo(whOp, d.h, wh, g4, d.h, g4)
 	}
-	parallel(chunks, split(chunks), func(_, lo, hi int) {
+	parallel(chunks, ws.split(chunks), func(_, lo, hi int) {
 		for ch := lo; ch < hi; ch++ {
 			b0, b1 := d.chunk(ch, chunks)
 			r0, nb := b0*d.t, b1-b0
@@ -392,7 +392,7 @@ func (op *lstmBackOp) Do(vals ...G.Value) (G.Value, error) {
 func lstmBackward[T elem](st *lstmState, x, wx, wh, dy, gates, cells, tanhc, hs, dx, dwx, dwh, db []T) {
 	d := st.dims
 	chunks := lstmChunks(d.b)
-	nw := split(chunks)
+	nw := st.ws.split(chunks)
 	g4 := 4 * d.h
 	nwx, nwh := d.in*g4, d.h*g4
 	nb := (d.b + chunks - 1) / chunks // the largest chunk
@@ -420,9 +420,9 @@ func lstmBackward[T elem](st *lstmState, x, wx, wh, dy, gates, cells, tanhc, hs,
 			lstmWeightGrads(d, b0, b1, x, gates, hs, pw, tbuf[wk*trans:][:trans])
 		}
 	})
-	sumParts(dwx, pwx, chunks)
-	sumParts(dwh, pwh, chunks)
-	sumParts(db, pb, chunks)
+	sumParts(st.ws, dwx, pwx, chunks)
+	sumParts(st.ws, dwh, pwh, chunks)
+	sumParts(st.ws, db, pb, chunks)
 }
 
 // lstmParts are one chunk's parts of the weight and bias gradients.

@@ -46,9 +46,7 @@ func TestFastLSTMGrad(t *testing.T) {
 	for _, c := range lstmCases {
 		for _, w := range []int{1, 2} {
 			t.Run(fmt.Sprintf("%v/workers%d", c, w), func(t *testing.T) {
-				SetOpWorkers(w)
-				t.Cleanup(func() { SetOpWorkers(0) })
-				checkLayer(t, Config{Ops: OpsFast}, []int{c.b, c.t, c.in}, c.layer)
+				checkLayerOn(t, Config{Ops: OpsFast}, w, []int{c.b, c.t, c.in}, c.layer)
 			})
 		}
 	}
@@ -115,7 +113,7 @@ func TestFastLSTMInputNoGrad(t *testing.T) {
 	c := lstmCase{3, 4, 2, 5, true}
 	grads := map[string][][]float64{}
 	for _, ops := range OpsNames() {
-		b := newBuilder(withDefaults(Config{Ops: ops}), tensor.Float64, true)
+		b := newBuilder(withDefaults(Config{Ops: ops}), tensor.Float64, true, 0)
 		buildMu.Lock()
 		x := b.input("x", c.b, c.t, c.in)
 		loss := must(G.Sum(must(G.Square(c.layer(b, x)))))
@@ -208,7 +206,7 @@ func TestFastEmbeddingOneHot(t *testing.T) {
 	for i := range dy {
 		dy[i] = float32(rng.NormFloat64())
 	}
-	st := &embedState{}
+	st := &embedState{ws: newWorkspace(0)}
 	for range 2 { // the second pass reuses the lists
 		y := make([]float32, n*dim)
 		embedIndex(st, x, n, vocab)
@@ -247,9 +245,9 @@ var lstmModels = []struct {
 // lstmSGD trains a model with plain SGD (lr 0.5) from seed 7 for the given
 // steps on seeded batches (token ids for the char-LSTM) and returns the
 // parameters and losses as float64.
-func lstmSGD(t *testing.T, cfg Config, in Input, batch, steps int, dt tensor.Dtype) (flat, losses []float64) {
+func lstmSGD(t *testing.T, cfg Config, in Input, batch, steps int, dt tensor.Dtype, opts ...Option) (flat, losses []float64) {
 	t.Helper()
-	n, err := newNet(cfg, in, batch, 0, 7, dt)
+	n, err := newNet(cfg, in, batch, 0, 7, dt, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,13 +330,11 @@ func TestFastLSTMFloat32MatchesFloat64(t *testing.T) {
 // 2 and 3 op workers, at batches that cut into uneven chunks: the parameters
 // agree bit for bit.
 func TestFastLSTMWorkerCountInvariant(t *testing.T) {
-	t.Cleanup(func() { SetOpWorkers(0) })
 	for _, c := range lstmModels {
 		t.Run(fmt.Sprintf("%s_%v", c.cfg.Name, c.in.Shape), func(t *testing.T) {
 			var want []float64
 			for _, w := range []int{1, 2, 3} {
-				SetOpWorkers(w)
-				got, _ := lstmSGD(t, c.cfg, c.in, 11, 2, tensor.Float32)
+				got, _ := lstmSGD(t, c.cfg, c.in, 11, 2, tensor.Float32, WithOpWorkers(w))
 				if want == nil {
 					want = got
 					continue
@@ -418,8 +414,6 @@ func TestFastLSTMStepAllocations(t *testing.T) {
 // buffers every time and allocate only small headers and their workers'
 // goroutines.
 func TestFastLSTMOpsReuseBuffers(t *testing.T) {
-	t.Cleanup(func() { SetOpWorkers(0) })
-	SetOpWorkers(2)
 	const b, steps, in, hidden, vocab = 6, 12, 16, 16, 7
 	rnd := func(shape ...int) *tensor.Dense {
 		v := make([]float32, numel(shape))
@@ -434,10 +428,10 @@ func TestFastLSTMOpsReuseBuffers(t *testing.T) {
 	}
 	table := rnd(vocab, in)
 	wx, wh, bias := rnd(in, 4*hidden), rnd(hidden, 4*hidden), rnd(4*hidden)
-	ws := &workspace{}
+	ws := newWorkspace(2)
 	for _, last := range []bool{false, true} {
 		st := &lstmState{id: nextOpID(), dims: lstmDims{b, steps, in, hidden}, last: last, needDX: true, ws: ws}
-		es := &embedState{id: nextOpID(), needDX: true}
+		es := &embedState{id: nextOpID(), ws: ws, needDX: true}
 		do := func(op G.Op, in ...G.Value) *tensor.Dense {
 			v, err := op.Do(in...)
 			if err != nil {

@@ -53,7 +53,7 @@ func TestFastMaxPoolForward(t *testing.T) {
 			for i := range x {
 				x[i] = float64((i*7919)%5) - 2 // values in -2..2: ties in most windows
 			}
-			b := newBuilder(withDefaults(Config{}), tensor.Float64, false)
+			b := newBuilder(withDefaults(Config{}), tensor.Float64, false, 0)
 			xn := b.input("x", c.shape...)
 			y := b.maxPool(xn, c.k, c.stride)
 			op := y.Op().(*maxPoolOp)

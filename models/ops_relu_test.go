@@ -21,7 +21,7 @@ var reluLayers = []struct {
 	{"bias_rows", []int{5, 7}, func(b *builder, x *G.Node) *G.Node {
 		bias := b.param("b", optim.KindBias, normal(1), 7)
 		if b.fast() {
-			return must(biasAct(x, bias, false))
+			return must(biasAct(b.ws, x, bias, false))
 		}
 		return must(G.BroadcastAdd(x, bias, nil, []byte{0}))
 	}},

@@ -10,7 +10,7 @@ import (
 // pass, or Gorgonia's.
 func (b *builder) maxPool(x *G.Node, k, stride int) *G.Node {
 	if b.fast() {
-		return must(maxPool2dOp(x, k, stride))
+		return must(maxPool2dOp(b.ws, x, k, stride))
 	}
 	return maxPool(x, k, stride)
 }

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"math"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"time"
 
@@ -304,9 +303,6 @@ func (j *job) setup(ctx context.Context) error {
 	if err := j.setupReplicas(ctx, in, evalBatch); err != nil {
 		return err
 	}
-	// The replicas compute in parallel, one per core: each op's own workers get
-	// the cores left per replica, so the two levels do not oversubscribe.
-	models.SetOpWorkers(max(1, runtime.GOMAXPROCS(0)/len(j.nets)))
 	if j.opt, err = optim.New(c.Optim); err != nil {
 		return err
 	}
@@ -315,7 +311,7 @@ func (j *job) setup(ctx context.Context) error {
 	}
 	j.batch = newBatchBuffers(j.engine.LocalWorkers(), c.WorkerBatch()*numel(in.Shape), c.WorkerBatch()*in.YLen)
 	j.log.Info("model", "name", c.Model.Name, "params", j.net.NumParams(), "ops", c.Model.Ops,
-		"blas", models.BLAS, "blas_core", models.BLASCoreType(), "op_workers", models.OpWorkers())
+		"blas", models.BLAS, "blas_core", models.BLASCoreType(), "op_workers", j.net.OpWorkers())
 	j.log.Info("workers", "workers", c.Dist.Workers, "replicas", len(j.nets), "backend", c.Dist.Backend)
 	j.log.Info("data", "name", c.Data.Name, "dir", j.dataDir, "train", j.train.Len(), "test", j.test.Len(),
 		"global_batch", j.globalBatch, "steps_per_epoch", j.stepsPerEpoch)
