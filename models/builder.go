@@ -9,6 +9,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/gradwire/gradwire/models/ops"
 	"github.com/gradwire/gradwire/optim"
 )
 
@@ -43,8 +44,8 @@ type builder struct {
 	inputs   map[*G.Node]bool // nodes declared by input: no gradient needed
 	bns      []normOp
 	bnNames  []string
-	ws       *workspace // scratch shared by the graph's fast ops
-	flops    int64      // forward FLOPs of the products added so far (addProductFLOPs)
+	ws       *ops.Workspace // scratch shared by the graph's fast ops
+	flops    int64          // forward FLOPs of the products added so far (addProductFLOPs)
 }
 
 type buildError struct{ err error }
@@ -53,7 +54,7 @@ type buildError struct{ err error }
 // goroutines (< 1: runtime.GOMAXPROCS(0)).
 func newBuilder(cfg Config, dt tensor.Dtype, training bool, opWorkers int) *builder {
 	return &builder{g: G.NewGraph(), dt: dt, cfg: cfg, training: training,
-		names: map[string]bool{}, inputs: map[*G.Node]bool{}, ws: newWorkspace(opWorkers)}
+		names: map[string]bool{}, inputs: map[*G.Node]bool{}, ws: ops.NewWorkspace(opWorkers)}
 }
 
 // must unwraps a Gorgonia result inside a model function.

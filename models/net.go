@@ -74,7 +74,7 @@ func WithOpWorkers(n int) Option {
 }
 
 // OpWorkers is the number of goroutines each of the Net's fast ops uses.
-func (n *Net) OpWorkers() int { return n.train.b.ws.workers }
+func (n *Net) OpWorkers() int { return n.train.b.ws.Workers() }
 
 // New builds the named model for the given input, training batch and evaluation
 // batch (0 = same as batch), with parameters initialised from seed.

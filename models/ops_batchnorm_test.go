@@ -162,3 +162,11 @@ func bnByHand(t *testing.T, dt tensor.Dtype, ops string, relu bool, x, train, ev
 	check("running mean after evaluation", m.Data(), mean, false)
 	check("running variance after evaluation", v.Data(), variance, false)
 }
+
+func f32s(v []float64) []float32 {
+	out := make([]float32, len(v))
+	for i, x := range v {
+		out[i] = float32(x)
+	}
+	return out
+}

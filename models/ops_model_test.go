@@ -321,8 +321,8 @@ func TestWithOpWorkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := three.OpWorkers(); got != 3 || three.eval.b.ws.workers != 3 {
-		t.Errorf("WithOpWorkers(3): train graph %d, eval graph %d workers", got, three.eval.b.ws.workers)
+	if got := three.OpWorkers(); got != 3 || three.eval.b.ws.Workers() != 3 {
+		t.Errorf("WithOpWorkers(3): train graph %d, eval graph %d workers", got, three.eval.b.ws.Workers())
 	}
 	if got, want := def.OpWorkers(), runtime.GOMAXPROCS(0); got != want {
 		t.Errorf("default: %d workers, want GOMAXPROCS %d", got, want)

@@ -1,4 +1,4 @@
-package models
+package ops
 
 import (
 	"fmt"
@@ -30,15 +30,15 @@ func channels(s tensor.Shape) (n, c, inner int) {
 type biasOp struct {
 	plainOp
 	id   int64
-	ws   *workspace
+	ws   *Workspace
 	dims int
 	relu bool
 	y    *tensor.Dense
 }
 
-// biasAct builds x + b (b of shape (C), broadcast over every axis of x but the
+// BiasAct builds x + b (b of shape (C), broadcast over every axis of x but the
 // second), followed by a ReLU if relu.
-func biasAct(ws *workspace, x, b *G.Node, relu bool) (*G.Node, error) {
+func BiasAct(ws *Workspace, x, b *G.Node, relu bool) (*G.Node, error) {
 	return G.ApplyOp(&biasOp{id: nextOpID(), ws: ws, dims: x.Dims(), relu: relu}, x, b)
 }
 
@@ -82,7 +82,7 @@ func (op *biasOp) Do(vals ...G.Value) (G.Value, error) {
 	return y, nil
 }
 
-func addBias[T elem](ws *workspace, y, x, b []T, s tensor.Shape, relu bool) {
+func addBias[T elem](ws *Workspace, y, x, b []T, s tensor.Shape, relu bool) {
 	n, c, inner := channels(s)
 	if inner == 1 { // (N, C): one bias vector per row
 		for r := range n {
@@ -123,13 +123,13 @@ func (op *biasOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error)
 type addReluOp struct {
 	plainOp
 	id   int64
-	ws   *workspace
+	ws   *Workspace
 	dims int
 	y    *tensor.Dense
 }
 
-// addReLU builds max(a + b, 0).
-func addReLU(ws *workspace, a, b *G.Node) (*G.Node, error) {
+// AddReLU builds max(a + b, 0).
+func AddReLU(ws *Workspace, a, b *G.Node) (*G.Node, error) {
 	return G.ApplyOp(&addReluOp{id: nextOpID(), ws: ws, dims: a.Dims()}, a, b)
 }
 
@@ -177,7 +177,7 @@ func (op *addReluOp) SymDiff(_ G.Nodes, output, grad *G.Node) (G.Nodes, error) {
 
 // chunked runs f over [0, n) split among the workers, for element-wise work
 // large enough to share.
-func (ws *workspace) chunked(n int, f func(lo, hi int)) {
+func (ws *Workspace) chunked(n int, f func(lo, hi int)) {
 	parallel(n, ws.split(n/16384+1), func(_, lo, hi int) { f(lo, hi) })
 }
 
@@ -185,7 +185,7 @@ func (ws *workspace) chunked(n int, f func(lo, hi int)) {
 type reluGradOp struct {
 	backwardOp
 	id   int64 // the forward op's
-	ws   *workspace
+	ws   *Workspace
 	dims int
 	d    *tensor.Dense
 }
@@ -225,7 +225,7 @@ func (op *reluGradOp) Do(vals ...G.Value) (G.Value, error) {
 type biasGradOp struct {
 	backwardOp
 	id     int64 // the forward op's
-	ws     *workspace
+	ws     *Workspace
 	dims   int
 	bShape tensor.Shape
 	db     *tensor.Dense
@@ -261,7 +261,7 @@ func (op *biasGradOp) Do(vals ...G.Value) (G.Value, error) {
 
 // channelSums writes out[c] = the sum of d (N, C, ...) over all axes but C,
 // each channel in a fixed order.
-func channelSums[T elem](ws *workspace, out, d []T, s tensor.Shape) {
+func channelSums[T elem](ws *Workspace, out, d []T, s tensor.Shape) {
 	n, c, inner := channels(s)
 	if inner == 1 {
 		clear(out)

@@ -1,4 +1,4 @@
-package models
+package ops
 
 import (
 	"fmt"
@@ -19,14 +19,14 @@ import (
 // poolState is shared by one pooling layer's forward and backward ops.
 type poolState struct {
 	id        int64
-	ws        *workspace
+	ws        *Workspace
 	k, stride int
 	arg       []int32 // per output element: the maximum's offset in its input plane
 	y         *tensor.Dense
 }
 
-// maxPool2dOp builds a k×k max-pool with the given stride over (N, C, H, W).
-func maxPool2dOp(ws *workspace, x *G.Node, k, stride int) (*G.Node, error) {
+// MaxPool2d builds a k×k max-pool with the given stride over (N, C, H, W).
+func MaxPool2d(ws *Workspace, x *G.Node, k, stride int) (*G.Node, error) {
 	return G.ApplyOp(&maxPoolOp{plainOp{}, &poolState{id: nextOpID(), ws: ws, k: k, stride: stride}}, x)
 }
 
@@ -211,7 +211,7 @@ func (op *maxPoolGradOp) Do(vals ...G.Value) (G.Value, error) {
 	return dx, nil
 }
 
-func unpool[T elem](ws *workspace, dx, dy []T, arg []int32, planes, hw, ohw int) {
+func unpool[T elem](ws *Workspace, dx, dy []T, arg []int32, planes, hw, ohw int) {
 	parallel(planes, ws.split(planes), func(_, lo, hi int) {
 		for p := lo; p < hi; p++ {
 			d := dx[p*hw:][:hw]
@@ -232,8 +232,8 @@ type globalAvgPoolOp struct {
 	y  *tensor.Dense
 }
 
-// globalAvgPool2dOp builds the per-plane mean of x (N, C, H, W).
-func globalAvgPool2dOp(x *G.Node) (*G.Node, error) {
+// GlobalAvgPool2d builds the per-plane mean of x (N, C, H, W).
+func GlobalAvgPool2d(x *G.Node) (*G.Node, error) {
 	return G.ApplyOp(&globalAvgPoolOp{id: nextOpID()}, x)
 }
 

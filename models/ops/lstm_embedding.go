@@ -1,4 +1,4 @@
-package models
+package ops
 
 import (
 	"fmt"
@@ -20,7 +20,7 @@ import (
 //	dx = embedDataGradOp(E, dy)    dy·Eᵀ, not built for the graph's input
 type embedState struct {
 	id     int64
-	ws     *workspace
+	ws     *Workspace
 	needDX bool
 	// The nonzeros of x in row order: row r has columns col[start[r]:start[r+1]]
 	// with values val[...].
@@ -32,9 +32,9 @@ type embedState struct {
 	dx    *tensor.Dense
 }
 
-// embedLookupOp builds x·E for x (N, V) and E (V, D); needDX is false when x
+// Embedding builds x·E for x (N, V) and E (V, D); needDX is false when x
 // is an input that needs no gradient.
-func embedLookupOp(ws *workspace, x, e *G.Node, needDX bool) (*G.Node, error) {
+func Embedding(ws *Workspace, x, e *G.Node, needDX bool) (*G.Node, error) {
 	xs, es := x.Shape(), e.Shape()
 	if len(xs) != 2 || len(es) != 2 || xs[1] != es[0] {
 		return nil, fmt.Errorf("embedding: input %v and table %v do not fit", xs, es)

@@ -1,4 +1,4 @@
-package models
+package ops
 
 import (
 	"fmt"
@@ -30,11 +30,11 @@ import (
 // on the number of workers. The weight gradients are summed per chunk, then over the
 // chunks in order.
 
-// lstmMaxChunks bounds the chunks the batch is cut into: enough to keep a few
+// LSTMMaxChunks bounds the chunks the batch is cut into: enough to keep a few
 // workers busy, few enough that the per-step GEMMs keep several rows each.
-const lstmMaxChunks = 4
+const LSTMMaxChunks = 4
 
-func lstmChunks(batch int) int { return max(1, min(batch, lstmMaxChunks)) }
+func lstmChunks(batch int) int { return max(1, min(batch, LSTMMaxChunks)) }
 
 // lstmDims are one layer's sizes.
 type lstmDims struct{ b, t, in, h int }
@@ -51,7 +51,7 @@ type lstmState struct {
 	dims   lstmDims
 	last   bool // the output is the last step's h only
 	needDX bool // false when x needs no gradient (the graph's input)
-	ws     *workspace
+	ws     *Workspace
 
 	gates *tensor.Dense // (B, T, 4H): activated i, f, g, o; then dA in backward
 	cells *tensor.Dense // (B, T, H)
@@ -62,11 +62,11 @@ type lstmState struct {
 	dx, dwx, dwh, db *tensor.Dense
 }
 
-// lstmLayerOp builds the fused LSTM of x (B, T, in) with weights wx (in, 4H),
+// LSTM builds the fused LSTM of x (B, T, in) with weights wx (in, 4H),
 // wh (H, 4H) and bias (4H). It returns every step's hidden state (B, T, H), or
 // only the last one (B, H) if last. needDX is false when x is an input that
 // needs no gradient.
-func lstmLayerOp(ws *workspace, x, wx, wh, bias *G.Node, last, needDX bool) (*G.Node, error) {
+func LSTM(ws *Workspace, x, wx, wh, bias *G.Node, last, needDX bool) (*G.Node, error) {
 	xs, hs := x.Shape(), wh.Shape()
 	if len(xs) != 3 || len(hs) != 2 {
 		return nil, fmt.Errorf("lstm: input %v, expected (B, T, in)", xs)
@@ -168,7 +168,7 @@ func lastSteps[T elem](d lstmDims, hs, y []T) {
 	}
 }
 
-func lstmForward[T elem](ws *workspace, d lstmDims, x, wx, wh, bias, gates, cells, tanhc, hs []T) {
+func lstmForward[T elem](ws *Workspace, d lstmDims, x, wx, wh, bias, gates, cells, tanhc, hs []T) {
 	chunks := lstmChunks(d.b)
 	g4 := 4 * d.h
 	// On gonum's GEMM, x·Wx and h·Wh are products with the transposed
