@@ -2,9 +2,20 @@ package models
 
 import (
 	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
 
+	"github.com/gradwire/gradwire/models/ops"
 	"github.com/gradwire/gradwire/optim"
 )
+
+// normOp is a BatchNorm op whose running statistics a Net manages: Gorgonia's
+// *G.BatchNormOp or the fused *ops.BatchNormOp.
+type normOp interface {
+	Stats() (mean, variance tensor.Tensor)
+	SetStats(mean, variance tensor.Tensor) error
+	SetTraining(training bool) error
+	Reset() error
+}
 
 // batchNorm normalises a (B, C, H, W) input per channel. Scale and shift are
 // (1, C, 1, 1): with nil, Gorgonia creates full-shape tensors that do not train
@@ -28,7 +39,7 @@ func (b *builder) norm(x *G.Node, c int, relu bool, name string) *G.Node {
 	var op normOp
 	var err error
 	if b.fast() {
-		y, op, err = batchNormOp(x, scale, shift, relu, b.training, b.cfg.BNMomentum, b.cfg.BNEpsilon)
+		y, op, err = ops.BatchNorm(b.ws, x, scale, shift, relu, b.training, b.cfg.BNMomentum, b.cfg.BNEpsilon)
 	} else {
 		y, _, _, op, err = G.BatchNorm(x, scale, shift, b.cfg.BNMomentum, b.cfg.BNEpsilon)
 		if err == nil && relu {

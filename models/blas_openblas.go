@@ -9,7 +9,6 @@ package models
 #include <unistd.h>
 
 char *openblas_get_corename(void);
-void openblas_set_num_threads(int);
 
 // gw_avx512 reports whether the CPU and the OS support the AVX-512 subsets
 // that OpenBLAS's SkylakeX kernels use (libgcc checks the OS state as well).
@@ -55,7 +54,6 @@ static void gw_openblas_coretype(int argc, char **argv, char **envp) {
 import "C"
 
 import (
-	"os"
 	"unsafe"
 
 	"gonum.org/v1/netlib/blas/netlib"
@@ -64,17 +62,6 @@ import (
 
 // BLAS names the matrix-multiply back-end this binary was built with.
 const BLAS = "openblas"
-
-func init() {
-	sgemmImpl, dgemmImpl = netlib.Implementation{}, netlib.Implementation{}
-	nativeGEMM = false
-	// gradwire parallelises over samples (SetOpWorkers) and replicas, so the
-	// GEMMs run one thread each; OpenBLAS's extra threads would busy-wait
-	// against those workers. OPENBLAS_NUM_THREADS, when set, still wins.
-	if os.Getenv("OPENBLAS_NUM_THREADS") == "" {
-		C.openblas_set_num_threads(1)
-	}
-}
 
 // useBLAS routes Gorgonia's matrix products through OpenBLAS (cgo, libopenblas-dev).
 func useBLAS() { G.Use(netlib.Implementation{}) }

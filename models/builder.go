@@ -9,6 +9,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/gradwire/gradwire/models/ops"
 	"github.com/gradwire/gradwire/optim"
 )
 
@@ -43,15 +44,17 @@ type builder struct {
 	inputs   map[*G.Node]bool // nodes declared by input: no gradient needed
 	bns      []normOp
 	bnNames  []string
-	ws       *workspace // scratch shared by the graph's fast ops
-	flops    int64      // forward FLOPs of the products added so far (addProductFLOPs)
+	ws       *ops.Workspace // scratch shared by the graph's fast ops
+	flops    int64          // forward FLOPs of the products added so far (addProductFLOPs)
 }
 
 type buildError struct{ err error }
 
-func newBuilder(cfg Config, dt tensor.Dtype, training bool) *builder {
+// newBuilder starts a graph whose fast ops split their work over opWorkers
+// goroutines (< 1: runtime.GOMAXPROCS(0)).
+func newBuilder(cfg Config, dt tensor.Dtype, training bool, opWorkers int) *builder {
 	return &builder{g: G.NewGraph(), dt: dt, cfg: cfg, training: training,
-		names: map[string]bool{}, inputs: map[*G.Node]bool{}, ws: &workspace{}}
+		names: map[string]bool{}, inputs: map[*G.Node]bool{}, ws: ops.NewWorkspace(opWorkers)}
 }
 
 // must unwraps a Gorgonia result inside a model function.

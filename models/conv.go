@@ -4,6 +4,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/gradwire/gradwire/models/ops"
 	"github.com/gradwire/gradwire/optim"
 )
 
@@ -36,9 +37,9 @@ func (b *builder) conv(x *G.Node, cin, cout, k, stride, pad int, bias, relu bool
 	}
 	if b.fast() {
 		// The graph's input image needs no gradient: skip its backward GEMMs.
-		y := must(conv2dOp(b.ws, x, w, stride, pad, !b.inputs[x]))
+		y := must(ops.Conv2d(b.ws, x, w, stride, pad, !b.inputs[x]))
 		if bv != nil {
-			y = must(biasAct(y, bv, relu))
+			y = must(ops.BiasAct(b.ws, y, bv, relu))
 		}
 		return y
 	}

@@ -118,7 +118,7 @@ func runConv(t *testing.T, shape []int, cout, k, stride, pad int, bias bool) (G.
 func forward(t *testing.T, shape []int, layer func(b *builder, x *G.Node) *G.Node) (G.Value, []float64, []float64) {
 	t.Helper()
 	buildMu.Lock()
-	b := newBuilder(withDefaults(Config{}), tensor.Float64, false)
+	b := newBuilder(withDefaults(Config{}), tensor.Float64, false, 0)
 	x := b.input("x", shape...)
 	y := layer(b, x)
 	flat := make([]float64, b.size())
@@ -148,7 +148,7 @@ func forward(t *testing.T, shape []int, layer func(b *builder, x *G.Node) *G.Nod
 }
 
 func TestConv2dChannelMismatch(t *testing.T) {
-	b := newBuilder(withDefaults(Config{}), tensor.Float64, true)
+	b := newBuilder(withDefaults(Config{}), tensor.Float64, true, 0)
 	x := b.input("x", 1, 3, 5, 5)
 	defer func() {
 		if _, ok := recover().(buildError); !ok {

@@ -3,13 +3,14 @@ package models
 import (
 	G "gorgonia.org/gorgonia"
 
+	"github.com/gradwire/gradwire/models/ops"
 	"github.com/gradwire/gradwire/optim"
 )
 
 // embedding maps one-hot rows to learned vectors: each node of onehots, shaped
 // (N, vocab), becomes onehot·E of shape (N, dim), all through one table E
 // (vocab, dim), initialised N(0, 1) like PyTorch's nn.Embedding. The fast op
-// gathers table rows from the nonzeros of each row (ops_lstm_embedding.go);
+// gathers table rows from the nonzeros of each row (ops.Embedding);
 // Gorgonia's is the matrix product. It takes a list so that a sequence model
 // on Gorgonia's ops can embed each time step's one-hot input directly:
 // embedding all steps at once and slicing the result per step costs Gorgonia
@@ -20,7 +21,7 @@ func (b *builder) embedding(onehots []*G.Node, vocab, dim int, name string) []*G
 	out := make([]*G.Node, len(onehots))
 	for i, x := range onehots {
 		if b.fast() {
-			out[i] = must(embedLookupOp(x, e, !b.inputs[x]))
+			out[i] = must(ops.Embedding(b.ws, x, e, !b.inputs[x]))
 		} else {
 			out[i] = must(G.Mul(x, e))
 		}

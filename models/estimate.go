@@ -2,6 +2,7 @@ package models
 
 import (
 	"fmt"
+	"github.com/gradwire/gradwire/models/ops"
 	"math"
 )
 
@@ -249,13 +250,13 @@ func (s *sizer) lstm(steps, in, hidden int, last bool) {
 	}
 	s.kept += 6 * h * t // gates (4), cells, tanh(cells)
 	// The backward pass's scratch, shared by the graph's ops: per chunk of
-	// the batch (at most lstmMaxChunks) a part of each weight gradient and
+	// the batch (at most ops.LSTMMaxChunks) a part of each weight gradient and
 	// the carried dh and dc; with the native GEMM, each worker's transposed
 	// operands for its chunk: (5·hidden + in)·T values per example when
 	// every chunk has its worker.
-	parts := float64(lstmMaxChunks) * float64(in*4*hidden+hidden*4*hidden+4*hidden)
+	parts := float64(ops.LSTMMaxChunks) * float64(in*4*hidden+hidden*4*hidden+4*hidden)
 	perEx := 2 * h
-	if nativeGEMM {
+	if ops.NativeGEMM() {
 		perEx += (5*h + float64(in)) * t
 	}
 	s.scratch(perEx, parts)

@@ -62,7 +62,7 @@ func fdCheck(t *testing.T, names []string, offsets, sizes []int, flat, grad []fl
 // checkModel runs the gradient check on a whole model built in float64.
 func checkModel(t *testing.T, cfg Config, in Input, batch int, perTensor int) {
 	t.Helper()
-	n, err := newNet(cfg, in, batch, 0, 3, tensor.Float64)
+	n, err := newNet(cfg, in, batch, 0, 3, tensor.Float64, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,8 +104,15 @@ func checkModel(t *testing.T, cfg Config, in Input, batch int, perTensor int) {
 // matters with a different weight.
 func checkLayer(t *testing.T, cfg Config, inShape []int, layer func(b *builder, x *G.Node) *G.Node) {
 	t.Helper()
+	checkLayerOn(t, cfg, 0, inShape, layer)
+}
+
+// checkLayerOn is checkLayer with the fast ops splitting their work over
+// opWorkers goroutines.
+func checkLayerOn(t *testing.T, cfg Config, opWorkers int, inShape []int, layer func(b *builder, x *G.Node) *G.Node) {
+	t.Helper()
 	buildMu.Lock()
-	b := newBuilder(withDefaults(cfg), tensor.Float64, true)
+	b := newBuilder(withDefaults(cfg), tensor.Float64, true, opWorkers)
 	var loss *G.Node
 	var r *G.Node
 	var rT *tensor.Dense

@@ -3,6 +3,7 @@ package models
 import (
 	G "gorgonia.org/gorgonia"
 
+	"github.com/gradwire/gradwire/models/ops"
 	"github.com/gradwire/gradwire/optim"
 )
 
@@ -25,7 +26,7 @@ func (b *builder) linearReLU(x *G.Node, in, out int, name string) *G.Node {
 	w := b.param(name+".w", optim.KindLinear, glorotUniform(in, out), in, out)
 	bias := b.param(name+".b", optim.KindBias, zeros, out)
 	b.addProductFLOPs(x.Shape()[0], in, out)
-	return must(biasAct(must(G.Mul(x, w)), bias, true))
+	return must(ops.BiasAct(b.ws, must(G.Mul(x, w)), bias, true))
 }
 
 // relu is max(x, 0).
@@ -34,7 +35,7 @@ func (b *builder) relu(x *G.Node) *G.Node { return must(G.Rectify(x)) }
 // addReLU is relu(x + y), the residual join, fused into one op on the fast path.
 func (b *builder) addReLU(x, y *G.Node) *G.Node {
 	if b.fast() {
-		return must(addReLU(x, y))
+		return must(ops.AddReLU(b.ws, x, y))
 	}
 	return b.relu(must(G.Add(x, y)))
 }

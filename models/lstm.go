@@ -7,6 +7,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/gradwire/gradwire/models/ops"
 	"github.com/gradwire/gradwire/optim"
 )
 
@@ -45,7 +46,7 @@ func (b *builder) lstmLast(s seq, inSize, hidden int, name string) *G.Node {
 }
 
 // lstmLayer declares the layer's parameters and builds it with the fast op
-// (ops_lstm.go) or Gorgonia's per-step ops: all steps' hidden states, or with
+// (ops.LSTM) or Gorgonia's per-step ops: all steps' hidden states, or with
 // last only the last one.
 func (b *builder) lstmLayer(s seq, inSize, hidden int, last bool, name string) (seq, *G.Node) {
 	steps := len(s.steps)
@@ -71,7 +72,7 @@ func (b *builder) lstmLayer(s seq, inSize, hidden int, last bool, name string) (
 	b.addProductFLOPs(batch*(steps-1), hidden, 4*hidden)
 	if b.fast() {
 		x := b.wholeSeq(s)
-		y := must(lstmLayerOp(b.ws, x, wx, wh, bias, last, !b.inputs[x]))
+		y := must(ops.LSTM(b.ws, x, wx, wh, bias, last, !b.inputs[x]))
 		if last {
 			return seq{}, y
 		}

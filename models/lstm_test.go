@@ -30,7 +30,7 @@ func TestGradLSTM(t *testing.T) {
 func TestLSTMForward(t *testing.T) {
 	const batch, steps, in, hidden = 2, 3, 4, 5
 	buildMu.Lock()
-	b := newBuilder(withDefaults(Config{}), tensor.Float64, false)
+	b := newBuilder(withDefaults(Config{}), tensor.Float64, false, 0)
 	var out *G.Node
 	func() {
 		defer func() {

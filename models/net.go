@@ -27,6 +27,7 @@ type Net struct {
 	evalBatch int
 	dt        tensor.Dtype
 	tokens    bool // input is token ids, fed to the graph as one-hot rows
+	opWorkers int  // goroutines each fast op splits its work over
 
 	train, eval *graph
 	tm, em      G.VM
@@ -60,14 +61,29 @@ type graph struct {
 	rowsPerEx int // logits rows per example (YLen)
 }
 
+// Option is a setting of New that leaves the model's maths unchanged.
+type Option func(*Net)
+
+// WithOpWorkers sets how many goroutines each fast op splits its work (samples
+// or channels) over; n < 1, the default, means runtime.GOMAXPROCS(0). A trainer
+// that runs R replicas in parallel passes GOMAXPROCS/R, so that the replicas do
+// not oversubscribe the cores. Results do not depend on it: every reduction
+// runs in an order fixed by the shapes alone.
+func WithOpWorkers(n int) Option {
+	return func(net *Net) { net.opWorkers = n }
+}
+
+// OpWorkers is the number of goroutines each of the Net's fast ops uses.
+func (n *Net) OpWorkers() int { return n.train.b.ws.Workers() }
+
 // New builds the named model for the given input, training batch and evaluation
 // batch (0 = same as batch), with parameters initialised from seed.
-func New(cfg Config, in Input, batch, evalBatch int, seed int64) (*Net, error) {
+func New(cfg Config, in Input, batch, evalBatch int, seed int64, opts ...Option) (*Net, error) {
 	switch cfg.Precision {
 	case "", PrecisionFloat32:
-		return newNet(cfg, in, batch, evalBatch, seed, tensor.Float32)
+		return newNet(cfg, in, batch, evalBatch, seed, tensor.Float32, opts)
 	case PrecisionFloat64:
-		return newNet(cfg, in, batch, evalBatch, seed, tensor.Float64)
+		return newNet(cfg, in, batch, evalBatch, seed, tensor.Float64, opts)
 	}
 	return nil, fmt.Errorf("model.precision: %q: must be one of %s", cfg.Precision, strings.Join(PrecisionNames(), ", "))
 }
@@ -99,7 +115,7 @@ func (n *Net) syncMaster() {
 	}
 }
 
-func newNet(cfg Config, in Input, batch, evalBatch int, seed int64, dt tensor.Dtype) (net *Net, err error) {
+func newNet(cfg Config, in Input, batch, evalBatch int, seed int64, dt tensor.Dtype, opts []Option) (net *Net, err error) {
 	e, ok := registry[cfg.Name]
 	if !ok {
 		return nil, fmt.Errorf("model.name: unknown model %q (valid: %v)", cfg.Name, Names())
@@ -118,6 +134,9 @@ func newNet(cfg Config, in Input, batch, evalBatch int, seed int64, dt tensor.Dt
 	}
 	cfg = withDefaults(cfg)
 	n := &Net{cfg: cfg, in: in, batch: batch, evalBatch: evalBatch, dt: dt, tokens: e.tokens}
+	for _, o := range opts {
+		o(n)
+	}
 
 	buildMu.Lock()
 	defer buildMu.Unlock()
@@ -189,7 +208,7 @@ func (n *Net) build(e entry, batch int, training bool) (g *graph, err error) {
 			err = fmt.Errorf("model %s: %w", n.cfg.Name, be.err)
 		}
 	}()
-	b := newBuilder(n.cfg, n.dt, training)
+	b := newBuilder(n.cfg, n.dt, training, n.opWorkers)
 	g = &graph{b: b, classes: n.in.Classes, rowsPerEx: n.in.YLen}
 	if n.tokens {
 		g.x = b.input("x", batch*n.in.YLen, n.in.Classes)

@@ -98,7 +98,7 @@ func TestBatchNormByHand(t *testing.T) {
 }
 
 func bnByHand(t *testing.T, dt tensor.Dtype, ops string, relu bool, x, train, eval, mean, variance []float64, tol float64) {
-	b := newBuilder(withDefaults(Config{Ops: ops}), dt, true)
+	b := newBuilder(withDefaults(Config{Ops: ops}), dt, true, 0)
 	xn := b.input("x", 2, 2, 1, 2)
 	var y *G.Node
 	if relu {
@@ -161,4 +161,12 @@ func bnByHand(t *testing.T, dt tensor.Dtype, ops string, relu bool, x, train, ev
 	m, v = op.Stats()
 	check("running mean after evaluation", m.Data(), mean, false)
 	check("running variance after evaluation", v.Data(), variance, false)
+}
+
+func f32s(v []float64) []float32 {
+	out := make([]float32, len(v))
+	for i, x := range v {
+		out[i] = float32(x)
+	}
+	return out
 }

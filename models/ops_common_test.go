@@ -32,9 +32,7 @@ type layerResult struct {
 // declare the same parameters, start from the same values.
 func runLayer(t *testing.T, ops string, workers int, inShape []int, layer func(b *builder, x *G.Node) *G.Node) layerResult {
 	t.Helper()
-	SetOpWorkers(workers)
-	t.Cleanup(func() { SetOpWorkers(0) })
-	b := newBuilder(withDefaults(Config{Ops: ops}), tensor.Float64, true)
+	b := newBuilder(withDefaults(Config{Ops: ops}), tensor.Float64, true, workers)
 	var out, loss *G.Node
 	var nodes G.Nodes
 	var vm G.VM
@@ -179,14 +177,4 @@ func fastMatchesGorgoniaOut(t *testing.T, inShape []int, layer func(b *builder, 
 		}
 	}
 	return one
-}
-
-func TestBackwardOpsAreNotDifferentiated(t *testing.T) {
-	var op backwardOp
-	if d := op.DiffWRT(3); len(d) != 3 || d[0] || d[1] || d[2] {
-		t.Fatalf("DiffWRT(3) = %v, want three false", d)
-	}
-	if _, err := op.SymDiff(nil, nil, nil); err == nil {
-		t.Fatal("SymDiff of a gradient op succeeded")
-	}
 }

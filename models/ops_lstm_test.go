@@ -3,9 +3,9 @@ package models
 import (
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 
 	G "gorgonia.org/gorgonia"
@@ -46,9 +46,7 @@ func TestFastLSTMGrad(t *testing.T) {
 	for _, c := range lstmCases {
 		for _, w := range []int{1, 2} {
 			t.Run(fmt.Sprintf("%v/workers%d", c, w), func(t *testing.T) {
-				SetOpWorkers(w)
-				t.Cleanup(func() { SetOpWorkers(0) })
-				checkLayer(t, Config{Ops: OpsFast}, []int{c.b, c.t, c.in}, c.layer)
+				checkLayerOn(t, Config{Ops: OpsFast}, w, []int{c.b, c.t, c.in}, c.layer)
 			})
 		}
 	}
@@ -115,7 +113,7 @@ func TestFastLSTMInputNoGrad(t *testing.T) {
 	c := lstmCase{3, 4, 2, 5, true}
 	grads := map[string][][]float64{}
 	for _, ops := range OpsNames() {
-		b := newBuilder(withDefaults(Config{Ops: ops}), tensor.Float64, true)
+		b := newBuilder(withDefaults(Config{Ops: ops}), tensor.Float64, true, 0)
 		buildMu.Lock()
 		x := b.input("x", c.b, c.t, c.in)
 		loss := must(G.Sum(must(G.Square(c.layer(b, x)))))
@@ -146,8 +144,8 @@ func TestFastLSTMInputNoGrad(t *testing.T) {
 		}
 		if ops == OpsFast {
 			for _, n := range b.g.AllNodes() {
-				if op, ok := n.Op().(*lstmGradOp); ok && op.which == 0 {
-					t.Errorf("the input's LSTM built %v", op)
+				if opKind(n.Op()) == "LSTMGradX" {
+					t.Errorf("the input's LSTM built %v", n.Op())
 				}
 			}
 		}
@@ -190,48 +188,6 @@ func TestFastEmbeddingMatchesGorgonia(t *testing.T) {
 	})
 }
 
-// TestFastEmbeddingOneHot pins the sparse product on one-hot rows: each
-// output row is the table row of its token, bit for bit, and the table
-// gradient adds each output gradient to its token's row.
-func TestFastEmbeddingOneHot(t *testing.T) {
-	const n, vocab, dim = 7, 4, 3
-	ids := []int{2, 0, 3, 2, 2, 1, 0}
-	x := make([]float32, n*vocab)
-	for r, c := range ids {
-		x[r*vocab+c] = 1
-	}
-	rng := rand.New(rand.NewPCG(3, 3))
-	e, dy := make([]float32, vocab*dim), make([]float32, n*dim)
-	for i := range e {
-		e[i] = float32(rng.NormFloat64())
-	}
-	for i := range dy {
-		dy[i] = float32(rng.NormFloat64())
-	}
-	st := &embedState{}
-	for range 2 { // the second pass reuses the lists
-		y := make([]float32, n*dim)
-		embedIndex(st, x, n, vocab)
-		embedForward(st, e, y, dim)
-		for r, c := range ids {
-			if !slices.Equal(y[r*dim:(r+1)*dim], e[c*dim:(c+1)*dim]) {
-				t.Fatalf("row %d = %v, expected table row %d = %v", r, y[r*dim:(r+1)*dim], c, e[c*dim:(c+1)*dim])
-			}
-		}
-	}
-	de := make([]float32, vocab*dim)
-	embedTableGrad(st, dy, de, dim)
-	want := make([]float32, vocab*dim)
-	for r, c := range ids {
-		for j := range dim {
-			want[c*dim+j] += dy[r*dim+j]
-		}
-	}
-	if !slices.Equal(de, want) {
-		t.Fatalf("table gradient %v, expected %v", de, want)
-	}
-}
-
 // lstmModels are the LSTM models compared with fast and Gorgonia ops: the
 // classifier (one and two channels) and the char-LSTM.
 var lstmModels = []struct {
@@ -247,9 +203,9 @@ var lstmModels = []struct {
 // lstmSGD trains a model with plain SGD (lr 0.5) from seed 7 for the given
 // steps on seeded batches (token ids for the char-LSTM) and returns the
 // parameters and losses as float64.
-func lstmSGD(t *testing.T, cfg Config, in Input, batch, steps int, dt tensor.Dtype) (flat, losses []float64) {
+func lstmSGD(t *testing.T, cfg Config, in Input, batch, steps int, dt tensor.Dtype, opts ...Option) (flat, losses []float64) {
 	t.Helper()
-	n, err := newNet(cfg, in, batch, 0, 7, dt)
+	n, err := newNet(cfg, in, batch, 0, 7, dt, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,13 +288,11 @@ func TestFastLSTMFloat32MatchesFloat64(t *testing.T) {
 // 2 and 3 op workers, at batches that cut into uneven chunks: the parameters
 // agree bit for bit.
 func TestFastLSTMWorkerCountInvariant(t *testing.T) {
-	t.Cleanup(func() { SetOpWorkers(0) })
 	for _, c := range lstmModels {
 		t.Run(fmt.Sprintf("%s_%v", c.cfg.Name, c.in.Shape), func(t *testing.T) {
 			var want []float64
 			for _, w := range []int{1, 2, 3} {
-				SetOpWorkers(w)
-				got, _ := lstmSGD(t, c.cfg, c.in, 11, 2, tensor.Float32)
+				got, _ := lstmSGD(t, c.cfg, c.in, 11, 2, tensor.Float32, WithOpWorkers(w))
 				if want == nil {
 					want = got
 					continue
@@ -413,113 +367,6 @@ func TestFastLSTMStepAllocations(t *testing.T) {
 	}
 }
 
-// TestFastLSTMOpsReuseBuffers runs the LSTM and embedding ops' Do methods
-// directly, forward and backward: after the first call they return the same
-// buffers every time and allocate only small headers and their workers'
-// goroutines.
-func TestFastLSTMOpsReuseBuffers(t *testing.T) {
-	t.Cleanup(func() { SetOpWorkers(0) })
-	SetOpWorkers(2)
-	const b, steps, in, hidden, vocab = 6, 12, 16, 16, 7
-	rnd := func(shape ...int) *tensor.Dense {
-		v := make([]float32, numel(shape))
-		for i := range v {
-			v[i] = float32(math.Sin(float64(3*i + len(shape))))
-		}
-		return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(v))
-	}
-	onehot := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(b*steps, vocab))
-	for r := range b * steps {
-		onehot.Float32s()[r*vocab+r%vocab] = 1
-	}
-	table := rnd(vocab, in)
-	wx, wh, bias := rnd(in, 4*hidden), rnd(hidden, 4*hidden), rnd(4*hidden)
-	ws := &workspace{}
-	for _, last := range []bool{false, true} {
-		st := &lstmState{id: nextOpID(), dims: lstmDims{b, steps, in, hidden}, last: last, needDX: true, ws: ws}
-		es := &embedState{id: nextOpID(), needDX: true}
-		do := func(op G.Op, in ...G.Value) *tensor.Dense {
-			v, err := op.Do(in...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return v.(*tensor.Dense)
-		}
-		// One forward and backward pass; returns the data of every output.
-		run := func() (outs []*float32) {
-			e := do(&embedOp{plainOp{}, es}, onehot, table)
-			x := e.ShallowClone() // the reshape between the two ops
-			if err := x.Reshape(b, steps, in); err != nil {
-				t.Fatal(err)
-			}
-			y := do(&lstmOp{plainOp{}, st}, x, wx, wh, bias)
-			db := do(&lstmBackOp{backwardOp{}, st}, x, wx, wh, y, y)
-			outs = append(outs, &e.Float32s()[0], &y.Float32s()[0], &db.Float32s()[0])
-			var dx *tensor.Dense
-			for which := range 3 {
-				g := do(&lstmGradOp{backwardOp{}, st, which}, db)
-				outs = append(outs, &g.Float32s()[0])
-				if which == 0 {
-					dx = g.ShallowClone()
-				}
-			}
-			if err := dx.Reshape(b*steps, in); err != nil {
-				t.Fatal(err)
-			}
-			de := do(&embedTableGradOp{backwardOp{}, es, table.Shape()}, dx)
-			dxe := do(&embedDataGradOp{backwardOp{}, es, onehot.Shape()}, table, dx)
-			return append(outs, &de.Float32s()[0], &dxe.Float32s()[0])
-		}
-		first := run()
-		var before, after runtime.MemStats
-		const calls = 20
-		runtime.ReadMemStats(&before)
-		for range calls {
-			if outs := run(); !slices.Equal(outs, first) {
-				t.Fatalf("last %v: output buffers %v, first call's %v", last, outs, first)
-			}
-		}
-		runtime.ReadMemStats(&after)
-		perCall := (after.TotalAlloc - before.TotalAlloc) / calls
-		t.Logf("last %v: %d bytes, %d objects per forward and backward", last, perCall, (after.Mallocs-before.Mallocs)/calls)
-		// Reallocating any state buffer would exceed this: the gates take
-		// 18 KiB, the cells, their tanh and the hidden states 4.5 KiB each.
-		if perCall > 4<<10 {
-			t.Errorf("last %v: the ops allocate %d bytes per call", last, perCall)
-		}
-	}
-}
-
-// TestTransposeTo checks the tiled transpose on shapes that leave partial
-// tiles and columns outside the groups of four, with strides wider than the
-// matrices.
-func TestTransposeTo(t *testing.T) {
-	for _, sz := range [][2]int{{1, 1}, {3, 5}, {33, 70}, {64, 7}, {40, 64}} {
-		rows, cols := sz[0], sz[1]
-		lds, ldd := cols+3, rows+2
-		src := make([]float64, rows*lds)
-		for i := range src {
-			src[i] = float64(i)
-		}
-		dst := make([]float64, cols*ldd)
-		for i := range dst {
-			dst[i] = -1
-		}
-		transposeTo(dst, ldd, src, lds, rows, cols)
-		for j := range cols {
-			for i := range ldd {
-				want := -1.0
-				if i < rows {
-					want = src[i*lds+j]
-				}
-				if got := dst[j*ldd+i]; got != want {
-					t.Fatalf("%dx%d: dst[%d, %d] = %v, expected %v", rows, cols, j, i, got, want)
-				}
-			}
-		}
-	}
-}
-
 // TestFastLSTMModelsSkipInputGrad checks that no gradient is built for the
 // graph's input: the classifier's LSTM reads the image through a reshape (and
 // a transpose for several channels), the char-LSTM's embedding reads the
@@ -541,15 +388,13 @@ func TestFastLSTMModelsSkipInputGrad(t *testing.T) {
 		}
 		lstms, lstmDX := 0, 0
 		for _, node := range n.train.b.g.AllNodes() {
-			switch op := node.Op().(type) {
-			case *lstmOp:
+			switch opKind(node.Op()) {
+			case "LSTM":
 				lstms++
-			case *lstmGradOp:
-				if op.which == 0 {
-					lstmDX++
-				}
-			case *embedDataGradOp:
-				t.Errorf("%s: the embedding built %v", c.cfg.Name, op)
+			case "LSTMGradX":
+				lstmDX++
+			case "EmbeddingDataGrad":
+				t.Errorf("%s: the embedding built %v", c.cfg.Name, node.Op())
 			}
 		}
 		if lstms != c.lstms || lstmDX != c.lstmDX {
@@ -557,4 +402,18 @@ func TestFastLSTMModelsSkipInputGrad(t *testing.T) {
 				c.cfg.Name, c.in.Shape, lstms, lstmDX, c.lstms, c.lstmDX)
 		}
 	}
+}
+
+// opKind is the kind of a fast op, its name without its parameters and id
+// ("LSTMGradX" for "LSTMGradX(2x4x3->4,last=true)#17"); "" for an input node's
+// nil op.
+func opKind(op G.Op) string {
+	if op == nil {
+		return ""
+	}
+	name := op.String()
+	if i := strings.IndexAny(name, "(#"); i >= 0 {
+		return name[:i]
+	}
+	return name
 }

@@ -14,9 +14,9 @@ import (
 // sgdSteps trains a model with plain SGD (lr 0.1) for the given number of
 // steps on seeded batches and returns the parameters, the last step's losses
 // and the BatchNorm running statistics, as float64.
-func sgdSteps(t *testing.T, cfg Config, in Input, batch, steps int, dt tensor.Dtype) (flat []float64, losses []float64, stats [][]float64) {
+func sgdSteps(t *testing.T, cfg Config, in Input, batch, steps int, dt tensor.Dtype, opts ...Option) (flat []float64, losses []float64, stats [][]float64) {
 	t.Helper()
-	n, err := newNet(cfg, in, batch, 0, 7, dt)
+	n, err := newNet(cfg, in, batch, 0, 7, dt, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,12 +131,10 @@ func TestFastFloat32MatchesFloat64(t *testing.T) {
 // op workers: every reduction has a fixed order, so the parameters agree bit
 // for bit.
 func TestFastOpsWorkerCountInvariant(t *testing.T) {
-	t.Cleanup(func() { SetOpWorkers(0) })
 	in := Input{Shape: []int{3, 8, 8}, Classes: 10, YLen: 1}
 	var want []float64
 	for _, w := range []int{1, 2, 3} {
-		SetOpWorkers(w)
-		got, _, stats := sgdSteps(t, Config{Name: "resnet20"}, in, 19, 2, tensor.Float32)
+		got, _, stats := sgdSteps(t, Config{Name: "resnet20"}, in, 19, 2, tensor.Float32, WithOpWorkers(w))
 		got = append(got, slices.Concat(stats...)...)
 		if want == nil {
 			want = got
@@ -256,7 +254,7 @@ func TestFloat64Precision(t *testing.T) {
 	if n32.Grad64() != nil {
 		t.Fatal("a float32 model has a float64 gradient")
 	}
-	ref, err := newNet(Config{Name: "lenet5"}, in, 3, 0, 5, tensor.Float64)
+	ref, err := newNet(Config{Name: "lenet5"}, in, 3, 0, 5, tensor.Float64, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,5 +305,29 @@ func TestFloat64Precision(t *testing.T) {
 	}
 	if _, err = New(Config{Name: "lenet5", Precision: "float16"}, in, 2, 0, 1); err == nil || !strings.Contains(err.Error(), `model.precision: "float16"`) {
 		t.Errorf("float16: err = %v, want a model.precision error", err)
+	}
+}
+
+// TestWithOpWorkers checks that the option reaches the ops' workspaces of
+// both graphs, and that nets built with different settings coexist (the
+// setting is no longer process-wide).
+func TestWithOpWorkers(t *testing.T) {
+	in := Input{Shape: []int{1, 28, 28}, Classes: 3, YLen: 1}
+	three, err := New(Config{Name: "lenet5"}, in, 2, 0, 1, WithOpWorkers(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	def, err := New(Config{Name: "lenet5"}, in, 2, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := three.OpWorkers(); got != 3 || three.eval.b.ws.Workers() != 3 {
+		t.Errorf("WithOpWorkers(3): train graph %d, eval graph %d workers", got, three.eval.b.ws.Workers())
+	}
+	if got, want := def.OpWorkers(), runtime.GOMAXPROCS(0); got != want {
+		t.Errorf("default: %d workers, want GOMAXPROCS %d", got, want)
+	}
+	if got := three.OpWorkers(); got != 3 {
+		t.Errorf("building a second net changed the first's workers to %d", got)
 	}
 }

@@ -1,6 +1,7 @@
 package models
 
 import (
+	"github.com/gradwire/gradwire/models/ops"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
@@ -10,7 +11,7 @@ import (
 // pass, or Gorgonia's.
 func (b *builder) maxPool(x *G.Node, k, stride int) *G.Node {
 	if b.fast() {
-		return must(maxPool2dOp(x, k, stride))
+		return must(ops.MaxPool2d(b.ws, x, k, stride))
 	}
 	return maxPool(x, k, stride)
 }
@@ -24,7 +25,7 @@ func maxPool(x *G.Node, k, stride int) *G.Node {
 // giving (B, C): the fast op, which reuses its buffers, or globalAvgPool.
 func (b *builder) globalAvgPool(x *G.Node) *G.Node {
 	if b.fast() {
-		return must(globalAvgPool2dOp(x))
+		return must(ops.GlobalAvgPool2d(x))
 	}
 	return globalAvgPool(x)
 }

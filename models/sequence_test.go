@@ -28,7 +28,7 @@ func TestSliceHashCollision(t *testing.T) {
 func TestStackUnstackLong(t *testing.T) {
 	const batch, steps, dim = 2, 2*sliceSpan + 1, 3 // the last chunk has one step
 	buildMu.Lock()
-	b := newBuilder(withDefaults(Config{}), tensor.Float64, true)
+	b := newBuilder(withDefaults(Config{}), tensor.Float64, true, 0)
 	var p, out, r, loss *G.Node
 	var xs []*G.Node
 	func() {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -370,5 +371,61 @@ func TestMPILocalBackendRefused(t *testing.T) {
 	}
 	if _, err := os.Stat(runDir); !os.IsNotExist(err) {
 		t.Errorf("the run directory was created (%v)", err)
+	}
+}
+
+// mpiCheckpointSets make mid-epoch checkpoints every 3 steps over epochs of 4
+// steps (256 examples, 4 workers of 16), so that the count restarts at each
+// epoch-end checkpoint.
+var mpiCheckpointSets = []string{"train.epochs=3", "train.checkpoint_every=3", "train.keep_checkpoints=20"}
+
+// TestMPICheckpointEveryAcrossEpochs trains under mpirun -np 2 with
+// train.checkpoint_every shorter than an epoch: every rank must take the
+// mid-epoch checkpoints at the same steps, counted from the epoch-end ones,
+// or the ranks meet in different collectives. The run writes the checkpoints
+// the local backend writes and ends as it does.
+func TestMPICheckpointEveryAcrossEpochs(t *testing.T) {
+	root := t.TempDir()
+	datatest.WriteFakeFashion(t, root, 256, 64)
+	localDir, out := t.TempDir(), t.TempDir()
+	local := runCfg(t, mpiConfig(t, root, "local", mpiCheckpointSets...), localDir, false)
+	log, err := mpitest.Run(t, 2, "TestMPICheckpointEveryWorker", "GRADWIRE_TEST_ROOT="+root, "GRADWIRE_TEST_OUT="+out)
+	if err != nil {
+		t.Fatalf("mpirun -np 2: %v\n%s", err, log)
+	}
+	got, err := ReadSummary(filepath.Join(out, "summary.json"))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log)
+	}
+	if got.Steps != 12 || got.Steps != local.Steps {
+		t.Errorf("%d steps under mpirun, %d with the local backend, expected 12", got.Steps, local.Steps)
+	}
+	if d := math.Abs(got.TestLoss-local.TestLoss) / local.TestLoss; d > 1e-4 {
+		t.Errorf("test loss %v, local backend %v", got.TestLoss, local.TestLoss)
+	}
+	// Mid-epoch at 3, 7 and 11, at the epoch ends 4, 8 and 12.
+	want := []string{"step-00000003.ckpt", "step-00000004.ckpt", "step-00000007.ckpt", "step-00000008.ckpt", "step-00000011.ckpt", "step-00000012.ckpt"}
+	for _, dir := range []string{localDir, out} {
+		entries, err := os.ReadDir(filepath.Dir(checkpointPath(dir, 0)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		if !slices.Equal(names, want) {
+			t.Errorf("%s: checkpoints %v, expected %v", dir, names, want)
+		}
+	}
+}
+
+func TestMPICheckpointEveryWorker(t *testing.T) {
+	if !mpitest.Worker() {
+		t.Skip("run by TestMPICheckpointEveryAcrossEpochs under mpirun")
+	}
+	cfg := mpiConfig(t, os.Getenv("GRADWIRE_TEST_ROOT"), "mpi", mpiCheckpointSets...)
+	if _, err := Run(context.Background(), cfg, Options{OutDir: os.Getenv("GRADWIRE_TEST_OUT")}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -130,13 +130,16 @@ func (j *job) replicaCount() int {
 // gradient exchange and the engine.
 func (j *job) setupReplicas(ctx context.Context, in models.Input, evalBatch int) error {
 	n := j.replicaCount()
+	// The replicas compute in parallel, one per core: each op's own workers get
+	// the cores left per replica, so the two levels do not oversubscribe.
+	opWorkers := models.WithOpWorkers(max(1, runtime.GOMAXPROCS(0)/n))
 	j.nets = make([]*models.Net, n)
 	reps := make([]dist.Replica, n)
 	for r := range j.nets {
 		if err := ctx.Err(); err != nil {
 			return err // a signal during a long build
 		}
-		net, err := models.New(j.cfg.Model, in, j.cfg.WorkerBatch(), evalBatch, j.cfg.Seed)
+		net, err := models.New(j.cfg.Model, in, j.cfg.WorkerBatch(), evalBatch, j.cfg.Seed, opWorkers)
 		if err != nil {
 			return err
 		}

@@ -4,17 +4,13 @@
 package train
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
-	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"time"
 
@@ -78,24 +74,17 @@ type job struct {
 
 	globalBatch   int
 	stepsPerEpoch int
-	evalBatch     int
-	maxLoss       float64 // a loss above it is divergence
 	dir           *runDir // the run directory, owned by this process (rank 0)
 	dataDir       string  // the data folder the files were read from
 	dataDigest    string  // data.Source digest of the files read
-	metrics       *os.File
-	metricsW      *bufio.Writer
-	lastCkptStep  int       // global step of the newest checkpoint written or resumed from
-	lastCkptPath  string    // its file (rank 0)
-	inStep        bool      // set-up is over: the ranks may no longer fail together
-	prog          *progress // nil on ranks other than 0 and before the loop
-	lastCkptTime  time.Time // when it was written, for train.checkpoint_minutes
+	inStep        bool    // set-up is over: the ranks may no longer fail together
+	// The newest checkpoint written or resumed from, the same on every
+	// process: its global step and when it was written (for
+	// train.checkpoint_minutes).
+	lastCkptStep int
+	lastCkptTime time.Time
 
-	// Batch buffers for this process's workers, allocated once.
-	gx        []float32
-	y         []int32
-	xPerW     int // input values per worker batch
-	yPerW     int // labels per worker batch
+	batch     batchBuffers
 	computeS  float64
 	computeN  int
 	workers   []workerState // every logical worker's exchange state at the last epoch end
@@ -130,8 +119,9 @@ func Run(ctx context.Context, cfg configs.Config, opts Options) (sum *Summary, e
 	}
 	j.inStep = true
 	state := &checkpoint{}
+	resumedFrom := ""
 	if opts.Resume {
-		if state, err = j.resume(); err != nil {
+		if state, resumedFrom, err = j.resume(); err != nil {
 			return nil, err
 		}
 	} else if j.rank0 {
@@ -139,46 +129,80 @@ func Run(ctx context.Context, cfg configs.Config, opts Options) (sum *Summary, e
 			return nil, err
 		}
 	}
-	if j.rank0 {
-		if err := j.openMetrics(state.MetricsOffset); err != nil {
-			return nil, err
-		}
-		defer j.metrics.Close()
-	} else {
-		j.metricsW = bufio.NewWriter(io.Discard)
+	hooks, err := j.hooks(state, resumedFrom)
+	if err != nil {
+		return nil, err
 	}
-	sum, err = j.loop(ctx, state)
-	if ferr := j.metricsW.Flush(); err == nil && ferr != nil {
-		err = ferr
+	sum, err = j.loop(ctx, state, hooks)
+	for _, h := range hooks.all {
+		if herr := h.end(); err == nil && herr != nil {
+			err = herr
+		}
 	}
 	return sum, err
+}
+
+// loopHooks are the hooks of a run's loop, in the order they run: the checks
+// first, so that a diverged step is neither recorded nor checkpointed, then the
+// outputs, then the checkpoint (which notes the size of the records written
+// before it). Two of them the loop also calls directly.
+type loopHooks struct {
+	all  []hook
+	div  *divergence   // names the resume point when a step fails
+	ckpt *checkpointer // mid-epoch checkpoints; nil with train.checkpoint off
+	prog *progress     // which evaluate reports on too; nil when off
+}
+
+// hooks builds the loop's hooks from the position it starts at. Rank 0 alone
+// writes records, logs epochs and shows progress.
+func (j *job) hooks(st *checkpoint, resumedFrom string) (*loopHooks, error) {
+	c := j.cfg
+	h := &loopHooks{div: newDivergence(c.Train.MaxLoss, j.train.Classes(), j.engine, func() int { return j.lastCkptStep })}
+	h.all = []hook{h.div, &agreement{engine: j.engine, every: c.Dist.CheckEvery}}
+	var metrics *metricsLog
+	if j.rank0 {
+		var err error
+		if metrics, err = openMetrics(j.opts.OutDir, st.MetricsOffset, c.Train.LogEvery); err != nil {
+			return nil, err
+		}
+		h.all = append(h.all, &epochLog{log: j.log}, metrics)
+	}
+	if c.Train.Checkpoint {
+		h.ckpt = &checkpointer{j: j, metrics: metrics, lastPath: resumedFrom, have: resumedFrom != ""}
+		h.all = append(h.all, h.ckpt)
+	}
+	if j.rank0 && st.Epoch < c.Train.Epochs {
+		h.prog = newProgress(j.opts.Stderr, c.Train.Progress, c.Train.Epochs, j.stepsPerEpoch, st.Epoch, st.StepInEpoch)
+		h.all = append(h.all, &progressHook{p: h.prog, globalBatch: j.globalBatch})
+	}
+	return h, nil
 }
 
 // resume loads the newest checkpoint of the run directory into the model,
 // optimizer and workers, after checking that the config and data are the ones
 // it was made with.
-func (j *job) resume() (*checkpoint, error) {
+func (j *job) resume() (*checkpoint, string, error) {
 	state, path, skipped, err := latestCheckpoint(j.opts.OutDir, layoutOf(j.net, j.cfg.Dist.Workers))
 	if errors.Is(err, errNoCheckpoint) {
 		// Killed before its first checkpoint: nothing was kept, and the start is
 		// a pure function of the config, so the run starts again from step 0.
 		j.log.Info("resuming from the start: the run was stopped before its first checkpoint", "dir", j.opts.OutDir)
-		return &checkpoint{}, nil
+		return &checkpoint{}, "", nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	for _, e := range skipped {
 		j.log.Warn("skipping damaged checkpoint", "error", e)
 	}
 	if err := j.checkResumable(path, state); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if err := state.checkPosition(path, j.stepsPerEpoch); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if err := state.restore(path, j.net, j.opt); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	j.engine.SyncReplicas()
 	if state.ReplicaBuffers != nil {
@@ -187,14 +211,14 @@ func (j *job) resume() (*checkpoint, error) {
 		err = j.setBuffers(state.Buffers)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
+		return nil, "", fmt.Errorf("checkpoint %s: %w", path, err)
 	}
 	if err := j.restoreWorkers(path, state.Workers); err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	j.lastCkptStep, j.lastCkptPath, j.lastCkptTime = state.GlobalStep, path, time.Now()
+	j.lastCkptStep, j.lastCkptTime = state.GlobalStep, time.Now()
 	j.log.Info("resuming", "checkpoint", path, "epochs_done", state.Epoch, "step", state.GlobalStep)
-	return state, nil
+	return state, path, nil
 }
 
 // checkResumable refuses a checkpoint whose run differs from the config being
@@ -264,28 +288,21 @@ func (j *job) setup(ctx context.Context) error {
 	if c.Train.MaxSteps > 0 && c.Train.MaxSteps < j.stepsPerEpoch {
 		j.stepsPerEpoch = c.Train.MaxSteps
 	}
-	j.evalBatch = c.Data.EvalBatchSize
-	if j.evalBatch == 0 {
-		j.evalBatch = 256
+	evalBatch := c.Data.EvalBatchSize
+	if evalBatch == 0 {
+		evalBatch = 256
 		if j.test.YLen() > 1 {
-			j.evalBatch = c.WorkerBatch()
+			evalBatch = c.WorkerBatch()
 		}
-	}
-	j.maxLoss = c.Train.MaxLoss
-	if j.maxLoss == 0 {
-		j.maxLoss = 100 * math.Log(float64(max(2, j.train.Classes())))
 	}
 	in := models.Input{Shape: j.train.XShape(), Classes: j.train.Classes(), YLen: j.train.YLen()}
 	// After the data are loaded (the memory left counts them), before the nets are built.
-	if err := checkRunMemory(c, in, j.evalBatch, j.replicaCount(), len(j.members)); err != nil {
+	if err := checkRunMemory(c, in, evalBatch, j.replicaCount(), len(j.members)); err != nil {
 		return err
 	}
-	if err := j.setupReplicas(ctx, in, j.evalBatch); err != nil {
+	if err := j.setupReplicas(ctx, in, evalBatch); err != nil {
 		return err
 	}
-	// The replicas compute in parallel, one per core: each op's own workers get
-	// the cores left per replica, so the two levels do not oversubscribe.
-	models.SetOpWorkers(max(1, runtime.GOMAXPROCS(0)/len(j.nets)))
 	if j.opt, err = optim.New(c.Optim); err != nil {
 		return err
 	}
@@ -295,12 +312,9 @@ func (j *job) setup(ctx context.Context) error {
 	if j.sched, err = optim.NewSchedule(c.Schedule, c.Optim.LR, j.globalBatch, j.stepsPerEpoch, j.stepsPerEpoch*c.Train.Epochs); err != nil {
 		return err
 	}
-	local := j.engine.LocalWorkers()
-	j.xPerW, j.yPerW = c.WorkerBatch()*numel(in.Shape), c.WorkerBatch()*in.YLen
-	j.gx = make([]float32, local*j.xPerW)
-	j.y = make([]int32, local*j.yPerW)
+	j.batch = newBatchBuffers(j.engine.LocalWorkers(), c.WorkerBatch()*numel(in.Shape), c.WorkerBatch()*in.YLen)
 	j.log.Info("model", "name", c.Model.Name, "params", j.net.NumParams(), "ops", c.Model.Ops,
-		"blas", models.BLAS, "blas_core", models.BLASCoreType(), "op_workers", models.OpWorkers())
+		"blas", models.BLAS, "blas_core", models.BLASCoreType(), "op_workers", j.net.OpWorkers())
 	j.log.Info("workers", "workers", c.Dist.Workers, "replicas", len(j.nets), "backend", c.Dist.Backend)
 	j.log.Info("data", "name", c.Data.Name, "dir", j.dataDir, "train", j.train.Len(), "test", j.test.Len(),
 		"global_batch", j.globalBatch, "steps_per_epoch", j.stepsPerEpoch)
@@ -336,45 +350,10 @@ func (j *job) claimDir() error {
 	return err
 }
 
-// openMetrics opens metrics.jsonl for appending, cut back to the size it had at
-// the checkpoint being resumed (records after it belong to lost work).
-func (j *job) openMetrics(offset int64) error {
-	path := filepath.Join(j.opts.OutDir, "metrics.jsonl")
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return err
-	}
-	if st, err := f.Stat(); err != nil || st.Size() < offset {
-		f.Close()
-		if err == nil {
-			err = fmt.Errorf("%s holds %d bytes, fewer than the %d the checkpoint recorded: it was cut or replaced since (restore it, or start the run again with --overwrite)", path, st.Size(), offset)
-		}
-		return err
-	}
-	if err := f.Truncate(offset); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Seek(offset, io.SeekStart); err != nil {
-		f.Close()
-		return err
-	}
-	j.metrics, j.metricsW = f, bufio.NewWriter(f)
-	return nil
-}
-
-func (j *job) record(v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	j.metricsW.Write(b)
-	return j.metricsW.WriteByte('\n')
-}
-
 // loop runs the remaining epochs, from the checkpoint's position (an epoch end
-// or a step inside an epoch).
-func (j *job) loop(ctx context.Context, st *checkpoint) (*Summary, error) {
+// or a step inside an epoch), calling the hooks after every step and epoch, and
+// the checkpointer where control asks for a mid-epoch checkpoint.
+func (j *job) loop(ctx context.Context, st *checkpoint, h *loopHooks) (*Summary, error) {
 	c := j.cfg
 	globalStep := st.GlobalStep
 	elapsed, samples := st.Elapsed, st.Samples
@@ -390,10 +369,6 @@ func (j *job) loop(ctx context.Context, st *checkpoint) (*Summary, error) {
 			first, lossSum, priorSeconds = st.StepInEpoch, st.LossSum, st.EpochSeconds
 		}
 		t0 := time.Now()
-		if j.prog == nil {
-			j.prog = newProgress(j.opts.Stderr, c.Train.Progress, c.Train.Epochs, j.stepsPerEpoch, epoch, first)
-			defer j.prog.close()
-		}
 		var lr float64
 		for step := first; step < j.stepsPerEpoch; step++ {
 			stop, due, err := j.control(ctx, globalStep, step > first)
@@ -401,9 +376,11 @@ func (j *job) loop(ctx context.Context, st *checkpoint) (*Summary, error) {
 				return nil, err
 			}
 			if stop || due {
-				mid := position{epoch: epoch, step: step, globalStep: globalStep, lossSum: lossSum,
-					seconds: priorSeconds + time.Since(t0).Seconds(), elapsed: elapsed, samples: samples, epochs: epochs}
-				path, err := j.checkpointMid(mid)
+				path := ""
+				if h.ckpt != nil {
+					path, err = h.ckpt.mid(position{epoch: epoch, step: step, globalStep: globalStep, lossSum: lossSum,
+						seconds: priorSeconds + time.Since(t0).Seconds(), elapsed: elapsed, samples: samples, epochs: epochs})
+				}
 				if stop {
 					return nil, &Interrupted{Dir: j.opts.OutDir, Checkpoint: path, Epoch: epoch + 1, Step: globalStep, Cause: errors.Join(ctx.Err(), err)}
 				}
@@ -414,33 +391,18 @@ func (j *job) loop(ctx context.Context, st *checkpoint) (*Summary, error) {
 			lr = j.sched.LR(globalStep)
 			loss, err := j.trainStep(perm, epoch, step, globalStep, lr)
 			if err != nil {
-				return nil, j.diverged(fmt.Errorf("epoch %d step %d: %w", epoch+1, step+1, err))
-			}
-			if loss > j.maxLoss {
-				return nil, j.diverged(j.explodingLoss(epoch, step, loss))
+				return nil, h.div.diverged(fmt.Errorf("epoch %d step %d: %w", epoch+1, step+1, err))
 			}
 			lossSum += loss
 			globalStep++
-			if globalStep%c.Dist.CheckEvery == 0 {
-				if err := j.engine.CheckAgreement(globalStep); err != nil {
-					return nil, err
-				}
+			done := stepDone{epoch: epoch, step: step, globalStep: globalStep, loss: loss, lr: lr, firstStep: first, epochStart: t0}
+			if err := runHooks(h.all, func(k hook) error { return k.afterStep(&done) }); err != nil {
+				return nil, err
 			}
-			if globalStep%c.Train.LogEvery == 0 && j.rank0 {
-				// Flushed at once so that a long epoch's progress can be followed in the file.
-				if err := j.record(stepRecord{Kind: "step", Epoch: epoch + 1, Step: globalStep, Loss: loss, LR: lr}); err != nil {
-					return nil, err
-				}
-				if err := j.metricsW.Flush(); err != nil {
-					return nil, err
-				}
-			}
-			j.prog.step(epoch, step+1, loss, float64((step+1-first)*j.globalBatch)/time.Since(t0).Seconds())
 		}
 		trainSeconds := priorSeconds + time.Since(t0).Seconds()
 		elapsed += trainSeconds
 		samples += int64(j.stepsPerEpoch * j.globalBatch)
-		trainLoss := lossSum / float64(j.stepsPerEpoch)
 
 		// Every replica's BatchNorm statistics saw different slices: average them
 		// (over all processes) before evaluating and checkpointing.
@@ -451,48 +413,44 @@ func (j *job) loop(ctx context.Context, st *checkpoint) (*Summary, error) {
 		if j.workers, err = j.gatherWorkers(); err != nil {
 			return nil, err
 		}
-		if !j.rank0 {
-			continue
-		}
-		ev, err := j.evaluate()
-		j.prog.endEpoch()
-		if err != nil {
-			return nil, fmt.Errorf("epoch %d: evaluation: %w", epoch+1, err)
-		}
-		if !(ev.loss <= j.maxLoss) {
-			return nil, j.diverged(fmt.Errorf("epoch %d (step %d): test loss %v over %d examples %s",
-				epoch+1, globalStep, ev.loss, ev.examples, j.lossBound()))
-		}
-		res := EpochResult{Kind: "epoch", Epoch: epoch + 1, Step: globalStep, LR: lr, TrainLoss: trainLoss,
-			TestLoss: ev.loss, Seconds: trainSeconds, SamplesPerSecond: float64(j.stepsPerEpoch*j.globalBatch) / trainSeconds}
-		attrs := []any{"epoch", epoch + 1, "train_loss", fmt.Sprintf("%.4f", trainLoss)}
-		if j.isLM() {
-			bpc := ev.loss / math.Ln2
-			res.ValBPC = &bpc
-			attrs = append(attrs, "val_loss", fmt.Sprintf("%.4f", ev.loss), "val_bpc", fmt.Sprintf("%.4f", bpc))
-		} else {
-			acc := ev.accuracy
-			res.TestAccuracy = &acc
-			attrs = append(attrs, "test_loss", fmt.Sprintf("%.4f", ev.loss), "test_accuracy", fmt.Sprintf("%.4f", acc))
-		}
-		j.log.Info("epoch", append(attrs, "epoch_time", formatDuration(time.Duration(trainSeconds*float64(time.Second))),
-			"samples_per_s", fmt.Sprintf("%.0f", res.SamplesPerSecond))...)
-		epochs = append(epochs, res)
-		if err := j.record(res); err != nil {
-			return nil, err
-		}
-		if err := j.metricsW.Flush(); err != nil {
-			return nil, err
-		}
-		if c.Train.Checkpoint {
-			if err := j.checkpoint(epoch+1, globalStep, elapsed, samples, epochs); err != nil {
-				return nil, err
+		done := epochDone{}
+		if j.rank0 {
+			ev, err := j.evaluate(h.prog)
+			if err != nil {
+				return nil, fmt.Errorf("epoch %d: evaluation: %w", epoch+1, err)
 			}
+			res := j.epochResult(ev, epoch, globalStep, lr, lossSum, trainSeconds)
+			done.eval, done.res = &ev, &res
+			epochs = append(epochs, res)
+		}
+		done.pos = position{epoch: epoch + 1, globalStep: globalStep, elapsed: elapsed, samples: samples, epochs: epochs}
+		if err := runHooks(h.all, func(k hook) error { return k.afterEpoch(&done) }); err != nil {
+			return nil, err
 		}
 	}
 	if !j.rank0 {
 		return nil, nil
 	}
+	return j.summary(globalStep, elapsed, samples, epochs)
+}
+
+// epochResult is the metrics record of an epoch.
+func (j *job) epochResult(ev evalResult, epoch, globalStep int, lr, lossSum, trainSeconds float64) EpochResult {
+	res := EpochResult{Kind: "epoch", Epoch: epoch + 1, Step: globalStep, LR: lr, TrainLoss: lossSum / float64(j.stepsPerEpoch),
+		TestLoss: ev.loss, Seconds: trainSeconds, SamplesPerSecond: float64(j.stepsPerEpoch*j.globalBatch) / trainSeconds}
+	if j.isLM() {
+		bpc := ev.loss / math.Ln2
+		res.ValBPC = &bpc
+	} else {
+		acc := ev.accuracy
+		res.TestAccuracy = &acc
+	}
+	return res
+}
+
+// summary writes summary.json (rank 0) for a finished run.
+func (j *job) summary(globalStep int, elapsed float64, samples int64, epochs []EpochResult) (*Summary, error) {
+	c := j.cfg
 	if len(epochs) == 0 {
 		return nil, errors.New("no epoch was run")
 	}
@@ -541,38 +499,6 @@ func (j *job) control(ctx context.Context, globalStep int, moved bool) (stop, du
 	return stop, due, nil
 }
 
-// diverged marks a training failure as divergence and names the resume point.
-func (j *job) diverged(err error) error {
-	if j.lastCkptStep > 0 {
-		return fmt.Errorf("diverged: %w; the last good checkpoint (step %d) stays the resume point, resuming repeats the divergence unless the config changes (--allow-change)", err, j.lastCkptStep)
-	}
-	return fmt.Errorf("diverged: %w", err)
-}
-
-// explodingLoss names the worker with the largest loss of a step whose mean
-// loss passed the bound.
-func (j *job) explodingLoss(epoch, step int, mean float64) error {
-	losses, err := j.engine.WorkerLosses()
-	if err != nil {
-		return fmt.Errorf("epoch %d step %d: loss %v %s", epoch+1, step+1, mean, j.lossBound())
-	}
-	worst := 0
-	for w, l := range losses {
-		if !(l <= losses[worst]) {
-			worst = w
-		}
-	}
-	return fmt.Errorf("epoch %d step %d: worker %d: loss %v (mean over workers %v) %s",
-		epoch+1, step+1, worst, losses[worst], mean, j.lossBound())
-}
-
-func (j *job) lossBound() string {
-	if j.cfg.Train.MaxLoss > 0 {
-		return fmt.Sprintf("is above train.max_loss %v", j.maxLoss)
-	}
-	return fmt.Sprintf("is above %.4g = 100 x ln(%d classes) (train.max_loss)", j.maxLoss, j.train.Classes())
-}
-
 // trainStep fills this process's workers' slices of the global batch, has the
 // engine compute and average the gradients of all workers, and takes one
 // optimizer step on replica 0, copied to the other replicas.
@@ -581,13 +507,12 @@ func (j *job) trainStep(perm []int, epoch, step, globalStep int, lr float64) (fl
 	b := j.cfg.WorkerBatch()
 	lo := j.engine.FirstWorker()
 	idx = idx[lo*b : (lo+j.engine.LocalWorkers())*b]
-	j.train.Fill(idx, j.gx, j.y)
+	bb := &j.batch
+	j.train.Fill(idx, bb.x, bb.y)
 	if j.aug != nil {
-		j.aug.Apply(j.gx, idx, epoch)
+		j.aug.Apply(bb.x, idx, epoch)
 	}
-	loss, err := j.engine.Step(globalStep, func(w int) ([]float32, []int32) {
-		return j.gx[w*j.xPerW : (w+1)*j.xPerW], j.y[w*j.yPerW : (w+1)*j.yPerW]
-	})
+	loss, err := j.engine.Step(globalStep, bb.worker)
 	if err != nil {
 		return 0, err
 	}
@@ -614,7 +539,9 @@ type evalResult struct {
 
 // evaluate runs the evaluation graph over the test split (padded last batch, the
 // padding not counted) and computes loss and accuracy from the logits in float64.
-func (j *job) evaluate() (evalResult, error) {
+// It reports its progress on prog, and ends the epoch there.
+func (j *job) evaluate(prog *progress) (evalResult, error) {
+	defer prog.endEpoch()
 	n := j.evalExamples()
 	eb, in := j.net.EvalBatch(), j.net.Input()
 	classes, ylen := in.Classes, in.YLen
@@ -624,7 +551,7 @@ func (j *job) evaluate() (evalResult, error) {
 	idx := make([]int, eb)
 	var lossSum float64
 	var correct, count int
-	j.prog.evaluating(0, n)
+	prog.evaluating(0, n)
 	for start := 0; start < n; start += eb {
 		real := min(eb, n-start)
 		for i := range idx {
@@ -643,7 +570,7 @@ func (j *job) evaluate() (evalResult, error) {
 			}
 			count++
 		}
-		j.prog.evaluating(start+real, n)
+		prog.evaluating(start+real, n)
 	}
 	return evalResult{loss: lossSum / float64(count), accuracy: float64(correct) / float64(count), examples: n}, nil
 }
@@ -683,68 +610,27 @@ type position struct {
 	epochs                  []EpochResult
 }
 
-// checkpoint writes the epoch-end checkpoint (rank 0).
-func (j *job) checkpoint(epoch, globalStep int, elapsed float64, samples int64, epochs []EpochResult) error {
-	_, err := j.save(position{epoch: epoch, globalStep: globalStep, elapsed: elapsed, samples: samples, epochs: epochs}, nil)
-	return err
-}
-
-// checkpointMid writes a checkpoint inside an epoch. Every process calls it: the
-// workers' exchange state and every replica's buffers are gathered first. It
-// returns the newest checkpoint's path on rank 0 ("" elsewhere, or when
-// checkpoints are off), without writing when no step was taken since it.
-func (j *job) checkpointMid(p position) (string, error) {
-	if !j.cfg.Train.Checkpoint {
-		return "", nil
-	}
-	if p.globalStep == j.lastCkptStep && j.lastCkptPath != "" {
-		return j.lastCkptPath, nil
-	}
-	var err error
-	if j.workers, err = j.gatherWorkers(); err != nil {
-		return "", err
-	}
-	bufs, err := j.gatherWorkerBuffers()
-	if err != nil {
-		return "", err
-	}
-	return j.save(p, bufs)
-}
-
-// save writes a checkpoint on rank 0, keeps the newest train.keep_checkpoints
-// (and the best), and notes the step on every process.
-func (j *job) save(p position, workerBuffers [][][]float32) (string, error) {
-	j.lastCkptStep, j.lastCkptTime = p.globalStep, time.Now()
-	if !j.rank0 {
-		return "", nil
-	}
-	if err := j.metricsW.Flush(); err != nil {
-		return "", err
-	}
-	off, err := j.metrics.Seek(0, io.SeekCurrent)
-	if err != nil {
-		return "", err
-	}
-	c := newCheckpoint(version.String(), j.net, j.opt)
-	c.Epoch, c.StepInEpoch, c.GlobalStep, c.MetricsOffset = p.epoch, p.step, p.globalStep, off
-	c.LossSum, c.EpochSeconds, c.Elapsed, c.Samples, c.Epochs = p.lossSum, p.seconds, p.elapsed, p.samples, p.epochs
-	c.Workers, c.ReplicaBuffers = j.workers, workerBuffers
-	c.Config, c.DataDigest = configs.Flat(j.cfg), j.dataDigest
-	path := checkpointPath(j.opts.OutDir, p.globalStep)
-	if err := saveCheckpoint(path, c); err != nil {
-		return "", err
-	}
-	j.lastCkptPath = path
-	if err := pruneCheckpoints(j.opts.OutDir, j.cfg.Train.KeepCheckpoints); err != nil {
-		return "", err
-	}
-	return path, nil
-}
-
 func numel(shape []int) int {
 	n := 1
 	for _, d := range shape {
 		n *= d
 	}
 	return n
+}
+
+// batchBuffers hold this process's workers' slices of the global batch,
+// allocated once.
+type batchBuffers struct {
+	x            []float32
+	y            []int32
+	xPerW, yPerW int // input values and labels per worker batch
+}
+
+func newBatchBuffers(workers, xPerW, yPerW int) batchBuffers {
+	return batchBuffers{x: make([]float32, workers*xPerW), y: make([]int32, workers*yPerW), xPerW: xPerW, yPerW: yPerW}
+}
+
+// worker is local worker w's batch.
+func (b *batchBuffers) worker(w int) ([]float32, []int32) {
+	return b.x[w*b.xPerW : (w+1)*b.xPerW], b.y[w*b.yPerW : (w+1)*b.yPerW]
 }

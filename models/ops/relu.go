@@ -1,4 +1,4 @@
-package models
+package ops
 
 import (
 	"fmt"
@@ -30,15 +30,16 @@ func channels(s tensor.Shape) (n, c, inner int) {
 type biasOp struct {
 	plainOp
 	id   int64
+	ws   *Workspace
 	dims int
 	relu bool
 	y    *tensor.Dense
 }
 
-// biasAct builds x + b (b of shape (C), broadcast over every axis of x but the
+// BiasAct builds x + b (b of shape (C), broadcast over every axis of x but the
 // second), followed by a ReLU if relu.
-func biasAct(x, b *G.Node, relu bool) (*G.Node, error) {
-	return G.ApplyOp(&biasOp{id: nextOpID(), dims: x.Dims(), relu: relu}, x, b)
+func BiasAct(ws *Workspace, x, b *G.Node, relu bool) (*G.Node, error) {
+	return G.ApplyOp(&biasOp{id: nextOpID(), ws: ws, dims: x.Dims(), relu: relu}, x, b)
 }
 
 func (op *biasOp) Arity() int            { return 2 }
@@ -74,14 +75,14 @@ func (op *biasOp) Do(vals ...G.Value) (G.Value, error) {
 	y := reuse(&op.y, a[0].Dtype(), s)
 	switch x := a[0].Data().(type) {
 	case []float32:
-		addBias(y.Float32s(), x, a[1].Float32s(), s, op.relu)
+		addBias(op.ws, y.Float32s(), x, a[1].Float32s(), s, op.relu)
 	case []float64:
-		addBias(y.Float64s(), x, a[1].Float64s(), s, op.relu)
+		addBias(op.ws, y.Float64s(), x, a[1].Float64s(), s, op.relu)
 	}
 	return y, nil
 }
 
-func addBias[T elem](y, x, b []T, s tensor.Shape, relu bool) {
+func addBias[T elem](ws *Workspace, y, x, b []T, s tensor.Shape, relu bool) {
 	n, c, inner := channels(s)
 	if inner == 1 { // (N, C): one bias vector per row
 		for r := range n {
@@ -96,7 +97,7 @@ func addBias[T elem](y, x, b []T, s tensor.Shape, relu bool) {
 		}
 		return
 	}
-	parallel(n, split(n), func(_, lo, hi int) {
+	parallel(n, ws.split(n), func(_, lo, hi int) {
 		for r := lo * c; r < hi*c; r++ {
 			affine(y[r*inner:][:inner], x[r*inner:][:inner], 1, b[r%c], relu)
 		}
@@ -107,11 +108,11 @@ func (op *biasOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error)
 	d := grad
 	if op.relu {
 		var err error
-		if d, err = G.ApplyOp(&reluGradOp{id: op.id, dims: op.dims}, output, grad); err != nil {
+		if d, err = G.ApplyOp(&reluGradOp{id: op.id, ws: op.ws, dims: op.dims}, output, grad); err != nil {
 			return nil, err
 		}
 	}
-	db, err := G.ApplyOp(&biasGradOp{id: op.id, dims: op.dims, bShape: inputs[1].Shape().Clone()}, d)
+	db, err := G.ApplyOp(&biasGradOp{id: op.id, ws: op.ws, dims: op.dims, bShape: inputs[1].Shape().Clone()}, d)
 	if err != nil {
 		return nil, err
 	}
@@ -122,13 +123,14 @@ func (op *biasOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error)
 type addReluOp struct {
 	plainOp
 	id   int64
+	ws   *Workspace
 	dims int
 	y    *tensor.Dense
 }
 
-// addReLU builds max(a + b, 0).
-func addReLU(a, b *G.Node) (*G.Node, error) {
-	return G.ApplyOp(&addReluOp{id: nextOpID(), dims: a.Dims()}, a, b)
+// AddReLU builds max(a + b, 0).
+func AddReLU(ws *Workspace, a, b *G.Node) (*G.Node, error) {
+	return G.ApplyOp(&addReluOp{id: nextOpID(), ws: ws, dims: a.Dims()}, a, b)
 }
 
 func (op *addReluOp) Arity() int            { return 2 }
@@ -158,15 +160,15 @@ func (op *addReluOp) Do(vals ...G.Value) (G.Value, error) {
 	y := reuse(&op.y, a[0].Dtype(), a[0].Shape())
 	switch x := a[0].Data().(type) {
 	case []float32:
-		chunked(len(x), func(lo, hi int) { addRelu(y.Float32s()[lo:hi], x[lo:hi], a[1].Float32s()[lo:hi]) })
+		op.ws.chunked(len(x), func(lo, hi int) { addRelu(y.Float32s()[lo:hi], x[lo:hi], a[1].Float32s()[lo:hi]) })
 	case []float64:
-		chunked(len(x), func(lo, hi int) { addRelu(y.Float64s()[lo:hi], x[lo:hi], a[1].Float64s()[lo:hi]) })
+		op.ws.chunked(len(x), func(lo, hi int) { addRelu(y.Float64s()[lo:hi], x[lo:hi], a[1].Float64s()[lo:hi]) })
 	}
 	return y, nil
 }
 
 func (op *addReluOp) SymDiff(_ G.Nodes, output, grad *G.Node) (G.Nodes, error) {
-	d, err := G.ApplyOp(&reluGradOp{id: op.id, dims: op.dims}, output, grad)
+	d, err := G.ApplyOp(&reluGradOp{id: op.id, ws: op.ws, dims: op.dims}, output, grad)
 	if err != nil {
 		return nil, err
 	}
@@ -175,14 +177,15 @@ func (op *addReluOp) SymDiff(_ G.Nodes, output, grad *G.Node) (G.Nodes, error) {
 
 // chunked runs f over [0, n) split among the workers, for element-wise work
 // large enough to share.
-func chunked(n int, f func(lo, hi int)) {
-	parallel(n, split(n/16384+1), func(_, lo, hi int) { f(lo, hi) })
+func (ws *Workspace) chunked(n int, f func(lo, hi int)) {
+	parallel(n, ws.split(n/16384+1), func(_, lo, hi int) { f(lo, hi) })
 }
 
 // reluGradOp is dy where the ReLU output y is positive, else 0.
 type reluGradOp struct {
 	backwardOp
 	id   int64 // the forward op's
+	ws   *Workspace
 	dims int
 	d    *tensor.Dense
 }
@@ -211,9 +214,9 @@ func (op *reluGradOp) Do(vals ...G.Value) (G.Value, error) {
 	d := reuse(&op.d, a[0].Dtype(), a[0].Shape())
 	switch y := a[0].Data().(type) {
 	case []float32:
-		chunked(len(y), func(lo, hi int) { reluGrad(d.Float32s()[lo:hi], a[1].Float32s()[lo:hi], y[lo:hi]) })
+		op.ws.chunked(len(y), func(lo, hi int) { reluGrad(d.Float32s()[lo:hi], a[1].Float32s()[lo:hi], y[lo:hi]) })
 	case []float64:
-		chunked(len(y), func(lo, hi int) { reluGrad(d.Float64s()[lo:hi], a[1].Float64s()[lo:hi], y[lo:hi]) })
+		op.ws.chunked(len(y), func(lo, hi int) { reluGrad(d.Float64s()[lo:hi], a[1].Float64s()[lo:hi], y[lo:hi]) })
 	}
 	return d, nil
 }
@@ -222,6 +225,7 @@ func (op *reluGradOp) Do(vals ...G.Value) (G.Value, error) {
 type biasGradOp struct {
 	backwardOp
 	id     int64 // the forward op's
+	ws     *Workspace
 	dims   int
 	bShape tensor.Shape
 	db     *tensor.Dense
@@ -248,16 +252,16 @@ func (op *biasGradOp) Do(vals ...G.Value) (G.Value, error) {
 	db := reuse(&op.db, a[0].Dtype(), op.bShape)
 	switch d := a[0].Data().(type) {
 	case []float32:
-		channelSums(db.Float32s(), d, s)
+		channelSums(op.ws, db.Float32s(), d, s)
 	case []float64:
-		channelSums(db.Float64s(), d, s)
+		channelSums(op.ws, db.Float64s(), d, s)
 	}
 	return db, nil
 }
 
 // channelSums writes out[c] = the sum of d (N, C, ...) over all axes but C,
 // each channel in a fixed order.
-func channelSums[T elem](out, d []T, s tensor.Shape) {
+func channelSums[T elem](ws *Workspace, out, d []T, s tensor.Shape) {
 	n, c, inner := channels(s)
 	if inner == 1 {
 		clear(out)
@@ -268,7 +272,7 @@ func channelSums[T elem](out, d []T, s tensor.Shape) {
 		}
 		return
 	}
-	parallel(c, split(c), func(_, lo, hi int) {
+	parallel(c, ws.split(c), func(_, lo, hi int) {
 		for ch := lo; ch < hi; ch++ {
 			var acc float64
 			for r := range n {

@@ -1,4 +1,4 @@
-package models
+package ops
 
 import (
 	"fmt"
@@ -19,14 +19,15 @@ import (
 // poolState is shared by one pooling layer's forward and backward ops.
 type poolState struct {
 	id        int64
+	ws        *Workspace
 	k, stride int
 	arg       []int32 // per output element: the maximum's offset in its input plane
 	y         *tensor.Dense
 }
 
-// maxPool2dOp builds a k×k max-pool with the given stride over (N, C, H, W).
-func maxPool2dOp(x *G.Node, k, stride int) (*G.Node, error) {
-	return G.ApplyOp(&maxPoolOp{plainOp{}, &poolState{id: nextOpID(), k: k, stride: stride}}, x)
+// MaxPool2d builds a k×k max-pool with the given stride over (N, C, H, W).
+func MaxPool2d(ws *Workspace, x *G.Node, k, stride int) (*G.Node, error) {
+	return G.ApplyOp(&maxPoolOp{plainOp{}, &poolState{id: nextOpID(), ws: ws, k: k, stride: stride}}, x)
 }
 
 func (st *poolState) outShape(s tensor.Shape) (tensor.Shape, error) {
@@ -77,7 +78,7 @@ func (op *maxPoolOp) Do(vals ...G.Value) (G.Value, error) {
 		op.arg = make([]int32, os.TotalSize())
 	}
 	planes, h, w, oh, ow := s[0]*s[1], s[2], s[3], os[2], os[3]
-	parallel(planes, split(planes), func(_, lo, hi int) {
+	parallel(planes, op.ws.split(planes), func(_, lo, hi int) {
 		for p := lo; p < hi; p++ {
 			arg := op.arg[p*oh*ow:][:oh*ow]
 			switch x := a[0].Data().(type) {
@@ -203,15 +204,15 @@ func (op *maxPoolGradOp) Do(vals ...G.Value) (G.Value, error) {
 	ohw := len(op.arg) / planes
 	switch dy := a[0].Data().(type) {
 	case []float32:
-		unpool(dx.Float32s(), dy, op.arg, planes, hw, ohw)
+		unpool(op.ws, dx.Float32s(), dy, op.arg, planes, hw, ohw)
 	case []float64:
-		unpool(dx.Float64s(), dy, op.arg, planes, hw, ohw)
+		unpool(op.ws, dx.Float64s(), dy, op.arg, planes, hw, ohw)
 	}
 	return dx, nil
 }
 
-func unpool[T elem](dx, dy []T, arg []int32, planes, hw, ohw int) {
-	parallel(planes, split(planes), func(_, lo, hi int) {
+func unpool[T elem](ws *Workspace, dx, dy []T, arg []int32, planes, hw, ohw int) {
+	parallel(planes, ws.split(planes), func(_, lo, hi int) {
 		for p := lo; p < hi; p++ {
 			d := dx[p*hw:][:hw]
 			clear(d)
@@ -231,8 +232,8 @@ type globalAvgPoolOp struct {
 	y  *tensor.Dense
 }
 
-// globalAvgPool2dOp builds the per-plane mean of x (N, C, H, W).
-func globalAvgPool2dOp(x *G.Node) (*G.Node, error) {
+// GlobalAvgPool2d builds the per-plane mean of x (N, C, H, W).
+func GlobalAvgPool2d(x *G.Node) (*G.Node, error) {
 	return G.ApplyOp(&globalAvgPoolOp{id: nextOpID()}, x)
 }
 

@@ -1,4 +1,9 @@
-package models
+// Package ops holds the fast Gorgonia ops of the models: convolution, LSTM,
+// embedding, BatchNorm, pooling, bias and ReLU, each with explicit backward
+// ops. They run on float32 (training) and float64 (gradient checks), split
+// their work over a fixed number of goroutines, and reuse their buffers from
+// step to step.
+package ops
 
 import (
 	"errors"
@@ -15,8 +20,7 @@ import (
 	"gorgonia.org/tensor"
 )
 
-// Shared plumbing of the fast ops (ops_*.go): Gorgonia ops written for the
-// convolutional models. Each forward op has explicit backward ops built by
+// Shared plumbing of the fast ops: Gorgonia ops written for the models. Each forward op has explicit backward ops built by
 // SymDiff; the ops of one layer share a state struct that owns their output and
 // scratch buffers. The TapeMachine keeps no value across Reset and never frees
 // CPU values into a pool, so an op can return the same tensor every step: a
@@ -26,28 +30,8 @@ import (
 // gradient checks.
 type elem interface{ float32 | float64 }
 
-// opWorkers is the number of goroutines an op splits its work over.
-var opWorkers atomic.Int32
-
-func init() { opWorkers.Store(int32(runtime.GOMAXPROCS(0))) }
-
-// SetOpWorkers sets how many goroutines each fast op splits its work (samples or
-// channels) over; n < 1 restores the default, runtime.GOMAXPROCS(0). A trainer
-// that runs R replicas in parallel should set GOMAXPROCS/R so that the replicas
-// do not oversubscribe the cores. Results do not depend on the setting: every
-// reduction runs in an order fixed by the shapes alone.
-func SetOpWorkers(n int) {
-	if n < 1 {
-		n = runtime.GOMAXPROCS(0)
-	}
-	opWorkers.Store(int32(n))
-}
-
-// OpWorkers is the current SetOpWorkers value.
-func OpWorkers() int { return int(opWorkers.Load()) }
-
 // split is how many workers an op uses for n independent pieces of work.
-func split(n int) int { return max(1, min(OpWorkers(), n)) }
+func (ws *Workspace) split(n int) int { return max(1, min(ws.workers, n)) }
 
 // parallel splits [0, n) into w contiguous ranges (w from split) and runs
 // f(worker, lo, hi) on each, the first on the calling goroutine.
@@ -111,7 +95,7 @@ type backwardOp struct{ plainOp }
 func (backwardOp) DiffWRT(inputs int) []bool { return make([]bool, inputs) }
 
 func (backwardOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
-	return nil, errors.New("models: second derivatives of the fast ops' gradients are not implemented")
+	return nil, errors.New("ops: second derivatives of the fast ops' gradients are not implemented")
 }
 
 // dense returns the tensor behind a value, contiguous.
@@ -164,17 +148,32 @@ func reuse(p **tensor.Dense, dt tensor.Dtype, shape tensor.Shape) *tensor.Dense 
 	return t
 }
 
-// workspace is scratch memory shared by the fast ops of one graph. A
-// TapeMachine runs one op at a time, so ops of the same graph never use it at
-// once; nothing in it outlives a Do call.
-type workspace struct {
-	f32 []float32
-	f64 []float64
+// Workspace is what the fast ops of one graph share: the number of goroutines
+// each op splits its work (samples or channels) over, and scratch memory. A
+// TapeMachine runs one op at a time, so ops of the same graph never use the
+// scratch at once; nothing in it outlives a Do call. Results do not depend on
+// workers: every reduction runs in an order fixed by the shapes alone.
+type Workspace struct {
+	workers int
+	f32     []float32
+	f64     []float64
 }
+
+// NewWorkspace returns a workspace whose ops use workers goroutines each;
+// workers < 1 means runtime.GOMAXPROCS(0).
+func NewWorkspace(workers int) *Workspace {
+	if workers < 1 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	return &Workspace{workers: workers}
+}
+
+// Workers is the number of goroutines each op of the workspace uses.
+func (ws *Workspace) Workers() int { return ws.workers }
 
 // scratch returns n values of the workspace (contents undefined), growing it
 // when needed.
-func scratch[T elem](ws *workspace, n int) []T {
+func scratch[T elem](ws *Workspace, n int) []T {
 	var p *[]T
 	switch any(T(0)).(type) {
 	case float32:

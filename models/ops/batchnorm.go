@@ -1,4 +1,4 @@
-package models
+package ops
 
 import (
 	"fmt"
@@ -12,7 +12,7 @@ import (
 
 // Fused BatchNorm with an optional ReLU, per channel of (N, C, ...):
 //
-//	y      = bnOp(x, gamma, beta)                     one statistics pass, one normalising pass
+//	y      = BatchNormOp(x, gamma, beta)                     one statistics pass, one normalising pass
 //	sums   = bnSumsOp(x, y, dy)                       (2, C): Σ g, Σ g·x̂ with g = dy (masked by y > 0 with ReLU)
 //	dx     = bnDataGradOp(x, y, dy, gamma, sums)
 //	dbeta  = bnRowOp{0}(sums), dgamma = bnRowOp{1}(sums)
@@ -22,18 +22,10 @@ import (
 // evaluation mode normalises with the running statistics. The batch mean and
 // 1/std stay in the shared state for the backward ops.
 
-// normOp is a BatchNorm op whose running statistics a Net manages: Gorgonia's
-// *G.BatchNormOp or the fused bnOp.
-type normOp interface {
-	Stats() (mean, variance tensor.Tensor)
-	SetStats(mean, variance tensor.Tensor) error
-	SetTraining(training bool) error
-	Reset() error
-}
-
 // bnState is shared by one BatchNorm layer's ops.
 type bnState struct {
 	id              int64
+	ws              *Workspace
 	relu            bool
 	momentum, eps   float64
 	training        bool
@@ -43,10 +35,10 @@ type bnState struct {
 	y               *tensor.Dense
 }
 
-// batchNormOp builds the fused BatchNorm (+ ReLU) of x (N, C, ...) with scale
+// BatchNorm builds the fused BatchNorm (+ ReLU) of x (N, C, ...) with scale
 // gamma and shift beta of C values each (any shape); the returned op manages
 // the running statistics, which start at mean 0 and variance 1.
-func batchNormOp(x, gamma, beta *G.Node, relu, training bool, momentum, eps float64) (*G.Node, *bnOp, error) {
+func BatchNorm(ws *Workspace, x, gamma, beta *G.Node, relu, training bool, momentum, eps float64) (*G.Node, *BatchNormOp, error) {
 	s := x.Shape()
 	if len(s) < 2 || gamma.Shape().TotalSize() != s[1] || !gamma.Shape().Eq(beta.Shape()) {
 		return nil, nil, fmt.Errorf("batch norm: input %v, scale %v and shift %v do not fit", s, gamma.Shape(), beta.Shape())
@@ -56,8 +48,8 @@ func batchNormOp(x, gamma, beta *G.Node, relu, training bool, momentum, eps floa
 		return nil, nil, err
 	}
 	c := s[1]
-	op := &bnOp{plainOp{}, &bnState{
-		id: nextOpID(), relu: relu, momentum: momentum, eps: eps, training: training,
+	op := &BatchNormOp{plainOp{}, &bnState{
+		id: nextOpID(), ws: ws, relu: relu, momentum: momentum, eps: eps, training: training,
 		dims: len(s), pdims: gamma.Dims(),
 		mean: make([]float64, c), invstd: make([]float64, c),
 		runMean: tensor.New(tensor.Of(dt), tensor.WithShape(c)),
@@ -120,17 +112,19 @@ func (st *bnState) Reset() error {
 	return nil
 }
 
-type bnOp struct {
+// BatchNormOp is the forward op of a fused BatchNorm layer; through it the
+// model manages the layer's running statistics.
+type BatchNormOp struct {
 	plainOp
 	*bnState
 }
 
-func (op *bnOp) Arity() int            { return 3 }
-func (op *bnOp) Type() hm.Type         { return fnType(op.dims, op.dims, op.pdims, op.pdims) }
-func (op *bnOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "fastBatchNorm#%d", op.id) }
-func (op *bnOp) Hashcode() uint32      { return hashOp(op) }
-func (op *bnOp) DiffWRT(int) []bool    { return []bool{true, true, true} }
-func (op *bnOp) String() string        { return op.name("BatchNorm") }
+func (op *BatchNormOp) Arity() int            { return 3 }
+func (op *BatchNormOp) Type() hm.Type         { return fnType(op.dims, op.dims, op.pdims, op.pdims) }
+func (op *BatchNormOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "fastBatchNorm#%d", op.id) }
+func (op *BatchNormOp) Hashcode() uint32      { return hashOp(op) }
+func (op *BatchNormOp) DiffWRT(int) []bool    { return []bool{true, true, true} }
+func (op *BatchNormOp) String() string        { return op.name("BatchNorm") }
 func (st *bnState) name(kind string) string {
 	if st.relu {
 		kind += "ReLU"
@@ -138,7 +132,7 @@ func (st *bnState) name(kind string) string {
 	return fmt.Sprintf("%s#%d", kind, st.id)
 }
 
-func (op *bnOp) InferShape(ds ...G.DimSizer) (tensor.Shape, error) {
+func (op *BatchNormOp) InferShape(ds ...G.DimSizer) (tensor.Shape, error) {
 	s, ok := ds[0].(tensor.Shape)
 	if !ok || len(s) < 2 || s[1] != len(op.mean) {
 		return nil, fmt.Errorf("%v: input %v, expected %d channels", op, ds[0], len(op.mean))
@@ -146,7 +140,7 @@ func (op *bnOp) InferShape(ds ...G.DimSizer) (tensor.Shape, error) {
 	return s.Clone(), nil
 }
 
-func (op *bnOp) Do(vals ...G.Value) (G.Value, error) {
+func (op *BatchNormOp) Do(vals ...G.Value) (G.Value, error) {
 	a, err := denseArgs(op, vals)
 	if err != nil {
 		return nil, err
@@ -174,7 +168,7 @@ func (op *bnOp) Do(vals ...G.Value) (G.Value, error) {
 func bnForward[T elem](st *bnState, x, gamma, beta, y, runMean, runVar []T, s tensor.Shape) {
 	n, c, inner := channels(s)
 	m := float64(n * inner)
-	parallel(c, split(c), func(_, lo, hi int) {
+	parallel(c, st.ws.split(c), func(_, lo, hi int) {
 		for ch := lo; ch < hi; ch++ {
 			var mean, invstd float64
 			if st.training {
@@ -231,7 +225,7 @@ func shiftedSums[T elem](p []T, k T) (T, T) {
 	return (a0 + a1) + (a2 + a3), (q0 + q1) + (q2 + q3)
 }
 
-func (op *bnOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {
+func (op *BatchNormOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {
 	x, gamma, beta := inputs[0], inputs[1], inputs[2]
 	sums, err := G.ApplyOp(&bnSumsOp{st: op.bnState}, x, output, grad)
 	if err != nil {
@@ -303,7 +297,7 @@ func (op *bnSumsOp) Do(vals ...G.Value) (G.Value, error) {
 
 func bnSums[T elem](st *bnState, x, y, dy, out []T, s tensor.Shape) {
 	n, c, inner := channels(s)
-	parallel(c, split(c), func(_, lo, hi int) {
+	parallel(c, st.ws.split(c), func(_, lo, hi int) {
 		for ch := lo; ch < hi; ch++ {
 			mean := T(st.mean[ch])
 			var s1, s2 float64
@@ -434,7 +428,7 @@ func (op *bnDataGradOp) Do(vals ...G.Value) (G.Value, error) {
 func bnDataGrad[T elem](st *bnState, x, y, dy, gamma, sums, dx []T, s tensor.Shape) {
 	n, c, inner := channels(s)
 	m := float64(n * inner)
-	parallel(c, split(c), func(_, lo, hi int) {
+	parallel(c, st.ws.split(c), func(_, lo, hi int) {
 		for ch := lo; ch < hi; ch++ {
 			inv := st.invstd[ch]
 			// dx = scale·(g - m1 - (x - mean)·m2)

@@ -1,4 +1,4 @@
-package models
+package ops
 
 import (
 	"fmt"
@@ -209,10 +209,10 @@ func col2imSame[T elem](g *convGeom, col, dx []T) {
 }
 
 // convForward computes y = conv(x, w) sample by sample.
-func convForward[T elem](g *convGeom, ws *workspace, x, w, y []T) {
+func convForward[T elem](g *convGeom, ws *Workspace, x, w, y []T) {
 	ckk, ohw := g.ckk(), g.ohw()
 	in, out := g.c*g.h*g.w, g.oc*ohw
-	nw := split(g.n)
+	nw := ws.split(g.n)
 	var cols []T
 	if !g.pointwise() {
 		cols = scratch[T](ws, nw*ckk*ohw)
@@ -230,10 +230,10 @@ func convForward[T elem](g *convGeom, ws *workspace, x, w, y []T) {
 }
 
 // convDataGrad computes dx = col2im(Wᵀ·dy) sample by sample.
-func convDataGrad[T elem](g *convGeom, ws *workspace, w, dy, dx []T) {
+func convDataGrad[T elem](g *convGeom, ws *Workspace, w, dy, dx []T) {
 	ckk, ohw := g.ckk(), g.ohw()
 	in, out := g.c*g.h*g.w, g.oc*ohw
-	nw := split(g.n)
+	nw := ws.split(g.n)
 	var cols []T
 	if !g.pointwise() {
 		cols = scratch[T](ws, nw*ckk*ohw)
@@ -253,16 +253,16 @@ func convDataGrad[T elem](g *convGeom, ws *workspace, w, dy, dx []T) {
 
 // reduceChunks is how many partial sums a reduction over the batch is split
 // into. It is fixed, not the worker count, so that the result does not depend
-// on SetOpWorkers: each chunk sums its samples in order, and the chunks are
+// on the number of workers: each chunk sums its samples in order, and the chunks are
 // added in order.
 const reduceChunks = 16
 
 // convFilterGrad computes dw = Σ_s dy_s·col_sᵀ.
-func convFilterGrad[T elem](g *convGeom, ws *workspace, x, dy, dw []T) {
+func convFilterGrad[T elem](g *convGeom, ws *Workspace, x, dy, dw []T) {
 	ckk, ohw := g.ckk(), g.ohw()
 	in, out, nwt := g.c*g.h*g.w, g.oc*ohw, g.oc*ckk
 	chunks := min(reduceChunks, g.n)
-	nw := split(chunks)
+	nw := ws.split(chunks)
 	colSize := 0
 	if !g.pointwise() {
 		colSize = ckk * ohw
@@ -287,14 +287,14 @@ func convFilterGrad[T elem](g *convGeom, ws *workspace, x, dy, dw []T) {
 			}
 		}
 	})
-	sumParts(dw, parts, chunks)
+	sumParts(ws, dw, parts, chunks)
 }
 
 // sumParts writes dst = the sum of the chunks consecutive len(dst)-long parts,
 // added in order; workers split the element range.
-func sumParts[T elem](dst, parts []T, chunks int) {
+func sumParts[T elem](ws *Workspace, dst, parts []T, chunks int) {
 	n := len(dst)
-	parallel(n, split(n/4096+1), func(_, lo, hi int) {
+	parallel(n, ws.split(n/4096+1), func(_, lo, hi int) {
 		d := dst[lo:hi]
 		copy(d, parts[lo:hi])
 		for ch := 1; ch < chunks; ch++ {
@@ -308,13 +308,13 @@ type convState struct {
 	id             int64
 	k, stride, pad int
 	needDX         bool // false for the graph's input image
-	ws             *workspace
+	ws             *Workspace
 	y, dx, dw      *tensor.Dense
 }
 
-// conv2dOp builds y = conv(x, w) for x (N, C, H, W) and w (K, C, k, k). needDX
+// Conv2d builds y = conv(x, w) for x (N, C, H, W) and w (K, C, k, k). needDX
 // is false when x is an input that needs no gradient.
-func conv2dOp(ws *workspace, x, w *G.Node, stride, pad int, needDX bool) (*G.Node, error) {
+func Conv2d(ws *Workspace, x, w *G.Node, stride, pad int, needDX bool) (*G.Node, error) {
 	st := &convState{id: nextOpID(), k: w.Shape()[2], stride: stride, pad: pad, needDX: needDX, ws: ws}
 	return G.ApplyOp(&convOp{plainOp{}, st}, x, w)
 }

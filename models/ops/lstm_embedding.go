@@ -1,4 +1,4 @@
-package models
+package ops
 
 import (
 	"fmt"
@@ -20,6 +20,7 @@ import (
 //	dx = embedDataGradOp(E, dy)    dy·Eᵀ, not built for the graph's input
 type embedState struct {
 	id     int64
+	ws     *Workspace
 	needDX bool
 	// The nonzeros of x in row order: row r has columns col[start[r]:start[r+1]]
 	// with values val[...].
@@ -31,14 +32,14 @@ type embedState struct {
 	dx    *tensor.Dense
 }
 
-// embedLookupOp builds x·E for x (N, V) and E (V, D); needDX is false when x
+// Embedding builds x·E for x (N, V) and E (V, D); needDX is false when x
 // is an input that needs no gradient.
-func embedLookupOp(x, e *G.Node, needDX bool) (*G.Node, error) {
+func Embedding(ws *Workspace, x, e *G.Node, needDX bool) (*G.Node, error) {
 	xs, es := x.Shape(), e.Shape()
 	if len(xs) != 2 || len(es) != 2 || xs[1] != es[0] {
 		return nil, fmt.Errorf("embedding: input %v and table %v do not fit", xs, es)
 	}
-	return G.ApplyOp(&embedOp{plainOp{}, &embedState{id: nextOpID(), needDX: needDX}}, x, e)
+	return G.ApplyOp(&embedOp{plainOp{}, &embedState{id: nextOpID(), ws: ws, needDX: needDX}}, x, e)
 }
 
 func (st *embedState) name(kind string) string { return fmt.Sprintf("%s#%d", kind, st.id) }
@@ -104,7 +105,7 @@ func embedIndex[T elem](st *embedState, x []T, n, v int) {
 // a copy for a one-hot row, as in the dense product (the zeros add nothing).
 func embedForward[T elem](st *embedState, e, y []T, d int) {
 	n := len(st.start) - 1
-	parallel(n, split(n/64+1), func(_, lo, hi int) {
+	parallel(n, st.ws.split(n/64+1), func(_, lo, hi int) {
 		for r := lo; r < hi; r++ {
 			yr := y[r*d:][:d]
 			a, b := st.start[r], st.start[r+1]
@@ -186,7 +187,7 @@ func (op *embedTableGradOp) Do(vals ...G.Value) (G.Value, error) {
 func embedTableGrad[T elem](st *embedState, dy, de []T, d int) {
 	clear(de)
 	n := len(st.start) - 1
-	parallel(d, split(min(d/16, n*d/8192+1)), func(_, lo, hi int) {
+	parallel(d, st.ws.split(min(d/16, n*d/8192+1)), func(_, lo, hi int) {
 		for r := range n {
 			g := dy[r*d+lo : r*d+hi]
 			for k := st.start[r]; k < st.start[r+1]; k++ {

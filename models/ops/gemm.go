@@ -1,4 +1,4 @@
-package models
+package ops
 
 import (
 	"gonum.org/v1/gonum/blas"
@@ -60,6 +60,11 @@ func blocks(n int) int { return (n + 63) / 64 }
 
 // nativeGEMM is true while gemm runs on gonum's pure-Go implementation.
 var nativeGEMM = true
+
+// NativeGEMM reports whether the ops multiply matrices with gonum's pure-Go
+// GEMM (true) or with OpenBLAS (the openblas build tag). The native GEMM needs
+// more scratch memory: the ops transpose some operands for it.
+func NativeGEMM() bool { return nativeGEMM }
 
 func gemmCall[T elem](tA, tB bool, m, n, k int, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
 	switch aa := any(a).(type) {

@@ -1,4 +1,4 @@
-package models
+package ops
 
 import (
 	"fmt"
@@ -27,14 +27,14 @@ import (
 // Each chunk runs its recurrence on its own (the sequences are independent),
 // so workers take whole chunks with no synchronisation per step, and every
 // GEMM has the same operands whatever the worker count: results do not depend
-// on SetOpWorkers. The weight gradients are summed per chunk, then over the
+// on the number of workers. The weight gradients are summed per chunk, then over the
 // chunks in order.
 
-// lstmMaxChunks bounds the chunks the batch is cut into: enough to keep a few
+// LSTMMaxChunks bounds the chunks the batch is cut into: enough to keep a few
 // workers busy, few enough that the per-step GEMMs keep several rows each.
-const lstmMaxChunks = 4
+const LSTMMaxChunks = 4
 
-func lstmChunks(batch int) int { return max(1, min(batch, lstmMaxChunks)) }
+func lstmChunks(batch int) int { return max(1, min(batch, LSTMMaxChunks)) }
 
 // lstmDims are one layer's sizes.
 type lstmDims struct{ b, t, in, h int }
@@ -51,7 +51,7 @@ type lstmState struct {
 	dims   lstmDims
 	last   bool // the output is the last step's h only
 	needDX bool // false when x needs no gradient (the graph's input)
-	ws     *workspace
+	ws     *Workspace
 
 	gates *tensor.Dense // (B, T, 4H): activated i, f, g, o; then dA in backward
 	cells *tensor.Dense // (B, T, H)
@@ -62,11 +62,11 @@ type lstmState struct {
 	dx, dwx, dwh, db *tensor.Dense
 }
 
-// lstmLayerOp builds the fused LSTM of x (B, T, in) with weights wx (in, 4H),
+// LSTM builds the fused LSTM of x (B, T, in) with weights wx (in, 4H),
 // wh (H, 4H) and bias (4H). It returns every step's hidden state (B, T, H), or
 // only the last one (B, H) if last. needDX is false when x is an input that
 // needs no gradient.
-func lstmLayerOp(ws *workspace, x, wx, wh, bias *G.Node, last, needDX bool) (*G.Node, error) {
+func LSTM(ws *Workspace, x, wx, wh, bias *G.Node, last, needDX bool) (*G.Node, error) {
 	xs, hs := x.Shape(), wh.Shape()
 	if len(xs) != 3 || len(hs) != 2 {
 		return nil, fmt.Errorf("lstm: input %v, expected (B, T, in)", xs)
@@ -168,7 +168,7 @@ func lastSteps[T elem](d lstmDims, hs, y []T) {
 	}
 }
 
-func lstmForward[T elem](ws *workspace, d lstmDims, x, wx, wh, bias, gates, cells, tanhc, hs []T) {
+func lstmForward[T elem](ws *Workspace, d lstmDims, x, wx, wh, bias, gates, cells, tanhc, hs []T) {
 	chunks := lstmChunks(d.b)
 	g4 := 4 * d.h
 	// On gonum's GEMM, x·Wx and h·Wh are products with the transposed
@@ -182,7 +182,7 @@ func lstmForward[T elem](ws *workspace, d lstmDims, x, wx, wh, bias, gates, cell
 		transposeTo(wxOp, d.in, wx, g4, d.in, g4)
 		transposeTo(whOp, d.h, wh, g4, d.h, g4)
 	}
-	parallel(chunks, split(chunks), func(_, lo, hi int) {
+	parallel(chunks, ws.split(chunks), func(_, lo, hi int) {
 		for ch := lo; ch < hi; ch++ {
 			b0, b1 := d.chunk(ch, chunks)
 			r0, nb := b0*d.t, b1-b0
@@ -392,7 +392,7 @@ func (op *lstmBackOp) Do(vals ...G.Value) (G.Value, error) {
 func lstmBackward[T elem](st *lstmState, x, wx, wh, dy, gates, cells, tanhc, hs, dx, dwx, dwh, db []T) {
 	d := st.dims
 	chunks := lstmChunks(d.b)
-	nw := split(chunks)
+	nw := st.ws.split(chunks)
 	g4 := 4 * d.h
 	nwx, nwh := d.in*g4, d.h*g4
 	nb := (d.b + chunks - 1) / chunks // the largest chunk
@@ -420,9 +420,9 @@ func lstmBackward[T elem](st *lstmState, x, wx, wh, dy, gates, cells, tanhc, hs,
 			lstmWeightGrads(d, b0, b1, x, gates, hs, pw, tbuf[wk*trans:][:trans])
 		}
 	})
-	sumParts(dwx, pwx, chunks)
-	sumParts(dwh, pwh, chunks)
-	sumParts(db, pb, chunks)
+	sumParts(st.ws, dwx, pwx, chunks)
+	sumParts(st.ws, dwh, pwh, chunks)
+	sumParts(st.ws, db, pb, chunks)
 }
 
 // lstmParts are one chunk's parts of the weight and bias gradients.

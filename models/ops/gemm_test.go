@@ -1,4 +1,4 @@
-package models
+package ops
 
 import (
 	"fmt"
@@ -95,20 +95,12 @@ func f32s(v []float64) []float32 {
 	return out
 }
 
-func TestBLASCoreType(t *testing.T) {
-	core := BLASCoreType()
-	t.Logf("BLAS %s, core type %q", BLAS, core)
-	if (BLAS == "gonum") != (core == "") {
-		t.Errorf("BLAS %s: core type %q", BLAS, core)
-	}
-}
-
 // BenchmarkSGEMM reports the float32 GEMM speed of the build's BLAS on the
 // per-sample products of ResNet-20's convolutions and on a large square one.
 // With -tags openblas, compare OPENBLAS_CORETYPE=Haswell with the automatic
 // choice to see the core type's effect.
 func BenchmarkSGEMM(b *testing.B) {
-	b.Logf("BLAS %s, core type %q", BLAS, BLASCoreType())
+	b.Logf("native GEMM %v", NativeGEMM())
 	rng := rand.New(rand.NewPCG(1, 1))
 	for _, sz := range [][3]int{{16, 1024, 144}, {64, 64, 576}, {64, 576, 64}, {512, 512, 512}} {
 		m, n, k := sz[0], sz[1], sz[2]

@@ -1,0 +1,331 @@
+package train
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/gradwire/gradwire/configs"
+	"github.com/gradwire/gradwire/dist"
+	"github.com/gradwire/gradwire/internal/version"
+)
+
+// A hook is one concern of the training loop (a check, an output, the
+// checkpoints) that acts after every step and every epoch. Each hook keeps its
+// own state; what it needs from the loop comes in the stepDone and epochDone
+// it is handed, which it must not change. The loop calls the hooks in a fixed
+// order, so that a check (divergence) stops the run before a later hook
+// records the step or checkpoints it.
+type hook interface {
+	afterStep(s *stepDone) error
+	afterEpoch(e *epochDone) error
+	// end runs once when the loop returns, error or not.
+	end() error
+}
+
+// stepDone is where the run stands after an optimizer step.
+type stepDone struct {
+	epoch, step int // 0-based epoch, and the step's 0-based index in it
+	globalStep  int // steps taken, this one included
+	loss, lr    float64
+	// Where this process started the epoch (a resumed run starts inside
+	// one), for rates.
+	firstStep  int
+	epochStart time.Time
+}
+
+// epochDone is where the run stands after an epoch's buffers were averaged and,
+// on rank 0, its evaluation was run.
+type epochDone struct {
+	pos  position     // at the epoch's end: epochs completed, steps, totals
+	eval *evalResult  // nil on ranks other than 0, which do not evaluate
+	res  *EpochResult // the epoch's record; nil with eval
+}
+
+// runHooks calls f on every hook in order, stopping at the first error.
+func runHooks(hooks []hook, f func(hook) error) error {
+	for _, h := range hooks {
+		if err := f(h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// noHook gives a hook the methods it does not need.
+type noHook struct{}
+
+func (noHook) afterStep(*stepDone) error   { return nil }
+func (noHook) afterEpoch(*epochDone) error { return nil }
+func (noHook) end() error                  { return nil }
+
+// divergence stops the run when a step's mean training loss, or an epoch's test
+// loss, passes train.max_loss (by default 100 x ln(classes)).
+type divergence struct {
+	noHook
+	max      float64
+	bound    string // why max is the bound, for the message
+	engine   *dist.Engine
+	lastGood func() int // the step of the newest checkpoint, the resume point
+}
+
+func newDivergence(maxLoss float64, classes int, engine *dist.Engine, lastGood func() int) *divergence {
+	d := &divergence{max: maxLoss, engine: engine, lastGood: lastGood}
+	if maxLoss > 0 {
+		d.bound = fmt.Sprintf("is above train.max_loss %v", maxLoss)
+	} else {
+		d.max = 100 * math.Log(float64(max(2, classes)))
+		d.bound = fmt.Sprintf("is above %.4g = 100 x ln(%d classes) (train.max_loss)", d.max, classes)
+	}
+	return d
+}
+
+func (d *divergence) afterStep(s *stepDone) error {
+	if s.loss > d.max {
+		return d.diverged(d.explodingLoss(s.epoch, s.step, s.loss))
+	}
+	return nil
+}
+
+func (d *divergence) afterEpoch(e *epochDone) error {
+	if e.eval != nil && !(e.eval.loss <= d.max) {
+		return d.diverged(fmt.Errorf("epoch %d (step %d): test loss %v over %d examples %s",
+			e.pos.epoch, e.pos.globalStep, e.eval.loss, e.eval.examples, d.bound))
+	}
+	return nil
+}
+
+// diverged marks a training failure as divergence and names the resume point.
+func (d *divergence) diverged(err error) error {
+	if last := d.lastGood(); last > 0 {
+		return fmt.Errorf("diverged: %w; the last good checkpoint (step %d) stays the resume point, resuming repeats the divergence unless the config changes (--allow-change)", err, last)
+	}
+	return fmt.Errorf("diverged: %w", err)
+}
+
+// explodingLoss names the worker with the largest loss of a step whose mean
+// loss passed the bound.
+func (d *divergence) explodingLoss(epoch, step int, mean float64) error {
+	losses, err := d.engine.WorkerLosses()
+	if err != nil {
+		return fmt.Errorf("epoch %d step %d: loss %v %s", epoch+1, step+1, mean, d.bound)
+	}
+	worst := 0
+	for w, l := range losses {
+		if !(l <= losses[worst]) {
+			worst = w
+		}
+	}
+	return fmt.Errorf("epoch %d step %d: worker %d: loss %v (mean over workers %v) %s",
+		epoch+1, step+1, worst, losses[worst], mean, d.bound)
+}
+
+// agreement checks every dist.check_every steps that all replicas hold the
+// same parameters.
+type agreement struct {
+	noHook
+	engine *dist.Engine
+	every  int
+}
+
+func (a *agreement) afterStep(s *stepDone) error {
+	if s.globalStep%a.every == 0 {
+		return a.engine.CheckAgreement(s.globalStep)
+	}
+	return nil
+}
+
+// metricsLog appends the step (every train.log_every steps) and epoch records
+// to metrics.jsonl (rank 0). Each record is flushed at once, so that a long
+// run's progress can be followed in the file, and a checkpoint can note the
+// file's size.
+type metricsLog struct {
+	noHook
+	f        *os.File
+	w        *bufio.Writer
+	logEvery int
+}
+
+// openMetrics opens metrics.jsonl for appending, cut back to the size it had at
+// the checkpoint being resumed (records after it belong to lost work).
+func openMetrics(dir string, offset int64, logEvery int) (*metricsLog, error) {
+	path := filepath.Join(dir, "metrics.jsonl")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if st, err := f.Stat(); err != nil || st.Size() < offset {
+		f.Close()
+		if err == nil {
+			err = fmt.Errorf("%s holds %d bytes, fewer than the %d the checkpoint recorded: it was cut or replaced since (restore it, or start the run again with --overwrite)", path, st.Size(), offset)
+		}
+		return nil, err
+	}
+	if err := f.Truncate(offset); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &metricsLog{f: f, w: bufio.NewWriter(f), logEvery: logEvery}, nil
+}
+
+func (m *metricsLog) afterStep(s *stepDone) error {
+	if s.globalStep%m.logEvery != 0 {
+		return nil
+	}
+	return m.record(stepRecord{Kind: "step", Epoch: s.epoch + 1, Step: s.globalStep, Loss: s.loss, LR: s.lr})
+}
+
+func (m *metricsLog) afterEpoch(e *epochDone) error {
+	if e.res == nil {
+		return nil
+	}
+	return m.record(*e.res)
+}
+
+// record writes one JSON line and flushes it.
+func (m *metricsLog) record(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	m.w.Write(b)
+	if err := m.w.WriteByte('\n'); err != nil {
+		return err
+	}
+	return m.w.Flush()
+}
+
+// offset is the size of the file with every record written: where a resume
+// from a checkpoint taken now cuts it back to.
+func (m *metricsLog) offset() (int64, error) {
+	if err := m.w.Flush(); err != nil {
+		return 0, err
+	}
+	return m.f.Seek(0, io.SeekCurrent)
+}
+
+func (m *metricsLog) end() error {
+	err := m.w.Flush()
+	m.f.Close()
+	return err
+}
+
+// progressHook drives the progress display (rank 0, train.progress).
+type progressHook struct {
+	p           *progress
+	globalBatch int
+}
+
+func (h *progressHook) afterStep(s *stepDone) error {
+	rate := float64((s.step+1-s.firstStep)*h.globalBatch) / time.Since(s.epochStart).Seconds()
+	h.p.step(s.epoch, s.step+1, s.loss, rate)
+	return nil
+}
+
+// afterEpoch does nothing: evaluate reports its progress and ends the epoch's
+// line, before the other hooks' checks.
+func (h *progressHook) afterEpoch(*epochDone) error { return nil }
+
+func (h *progressHook) end() error {
+	h.p.close()
+	return nil
+}
+
+// epochLog writes the epoch line of the run's log (rank 0).
+type epochLog struct {
+	noHook
+	log *slog.Logger
+}
+
+func (l *epochLog) afterEpoch(e *epochDone) error {
+	res := e.res
+	if res == nil {
+		return nil
+	}
+	attrs := []any{"epoch", res.Epoch, "train_loss", fmt.Sprintf("%.4f", res.TrainLoss)}
+	if res.ValBPC != nil {
+		attrs = append(attrs, "val_loss", fmt.Sprintf("%.4f", res.TestLoss), "val_bpc", fmt.Sprintf("%.4f", *res.ValBPC))
+	} else {
+		attrs = append(attrs, "test_loss", fmt.Sprintf("%.4f", res.TestLoss), "test_accuracy", fmt.Sprintf("%.4f", *res.TestAccuracy))
+	}
+	l.log.Info("epoch", append(attrs, "epoch_time", formatDuration(time.Duration(res.Seconds*float64(time.Second))),
+		"samples_per_s", fmt.Sprintf("%.0f", res.SamplesPerSecond))...)
+	return nil
+}
+
+// checkpointer writes the checkpoints: at every epoch end, and inside an epoch
+// when control finds one due or the run stops (mid). Every process calls it,
+// so that all of them note the same checkpoint step; rank 0 writes the file.
+type checkpointer struct {
+	noHook
+	j        *job        // what a checkpoint holds: model, optimizer, workers, config
+	metrics  *metricsLog // rank 0: the records a resume keeps; nil elsewhere
+	lastPath string      // the newest checkpoint's file (rank 0, or resumed from)
+	// A checkpoint was written or resumed from at step j.lastCkptStep. Kept
+	// on every process alike, unlike lastPath, so that all of them make the
+	// same choice in mid.
+	have bool
+}
+
+func (c *checkpointer) afterEpoch(e *epochDone) error {
+	_, err := c.save(e.pos, nil)
+	return err
+}
+
+// mid writes a checkpoint inside an epoch. The workers' exchange state and
+// every replica's buffers are gathered first, collectively. It returns the
+// newest checkpoint's path on rank 0 ("" elsewhere), without writing when no
+// step was taken since it.
+func (c *checkpointer) mid(p position) (string, error) {
+	j := c.j
+	if p.globalStep == j.lastCkptStep && c.have {
+		return c.lastPath, nil
+	}
+	var err error
+	if j.workers, err = j.gatherWorkers(); err != nil {
+		return "", err
+	}
+	bufs, err := j.gatherWorkerBuffers()
+	if err != nil {
+		return "", err
+	}
+	return c.save(p, bufs)
+}
+
+// save writes a checkpoint on rank 0, keeps the newest train.keep_checkpoints
+// (and the best), and notes the step on every process.
+func (c *checkpointer) save(p position, workerBuffers [][][]float32) (string, error) {
+	j := c.j
+	j.lastCkptStep, j.lastCkptTime, c.have = p.globalStep, time.Now(), true
+	if !j.rank0 {
+		return "", nil
+	}
+	off, err := c.metrics.offset()
+	if err != nil {
+		return "", err
+	}
+	ck := newCheckpoint(version.String(), j.net, j.opt)
+	ck.Epoch, ck.StepInEpoch, ck.GlobalStep, ck.MetricsOffset = p.epoch, p.step, p.globalStep, off
+	ck.LossSum, ck.EpochSeconds, ck.Elapsed, ck.Samples, ck.Epochs = p.lossSum, p.seconds, p.elapsed, p.samples, p.epochs
+	ck.Workers, ck.ReplicaBuffers = j.workers, workerBuffers
+	ck.Config, ck.DataDigest = configs.Flat(j.cfg), j.dataDigest
+	path := checkpointPath(j.opts.OutDir, p.globalStep)
+	if err := saveCheckpoint(path, ck); err != nil {
+		return "", err
+	}
+	c.lastPath = path
+	if err := pruneCheckpoints(j.opts.OutDir, j.cfg.Train.KeepCheckpoints); err != nil {
+		return "", err
+	}
+	return path, nil
+}
