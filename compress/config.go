@@ -114,4 +114,12 @@ func (c Config) Validate() error { return problem.Join(c.Problems()) }
 
 // OwnsMomentum reports whether the configured compressor applies momentum itself
 // (DGC with momentum correction), which requires plain SGD on the receiving side.
-func (c Config) OwnsMomentum() bool { return c.Name == "dgc" && c.DGC.MomentumCorrection }
+// It asks the compressor's own declaration (Needs), so there is one place that says it.
+func (c Config) OwnsMomentum() bool {
+	build := Registry[c.Name]
+	if build == nil {
+		return false
+	}
+	comp, err := build(c, nil, 0, 1, 0, Hyper{})
+	return err == nil && comp.Needs().OwnsMomentum
+}

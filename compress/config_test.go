@@ -35,3 +35,16 @@ func TestConfigProblems(t *testing.T) {
 		t.Errorf("Validate() = %v, want a *Problem for compress.name first", err)
 	}
 }
+
+func TestOwnsMomentumFollowsNeeds(t *testing.T) {
+	for _, name := range Names() {
+		for _, mc := range []bool{true, false} {
+			c := DefaultConfig()
+			c.Name, c.DGC.MomentumCorrection = name, mc
+			want := name == "dgc" && mc
+			if got := c.OwnsMomentum(); got != want {
+				t.Errorf("%s momentum_correction %v: OwnsMomentum %v, want %v", name, mc, got, want)
+			}
+		}
+	}
+}
