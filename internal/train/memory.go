@@ -181,6 +181,10 @@ func optimStateBytesPerParam(c optim.Config) (float64, error) {
 //
 // Buffers the compressors allocate only for inspection (DGC's Compensated
 // and Sent, PowerSGD's Sent) are not a training step's and are left out.
+// unlistedCompressorBytes is the state assumed for a compressor the table below
+// does not list: more than any listed one holds, so that the estimate errs high.
+const unlistedCompressorBytes = 14
+
 func workerExtraBytesPerParam(c compress.Config) float64 {
 	const exchange = 4 // the exchange's dense or packed copy of the gradient
 	if c.Name == "none" {
@@ -200,7 +204,7 @@ func workerExtraBytesPerParam(c compress.Config) float64 {
 		if c.Name == "randomk" {
 			comp += 1.0 / 8
 		}
-	case "onebit":
+	case "onebit", "efsignsgd":
 		comp = 12 + 2.0/8
 	case "dgc":
 		comp = 8 + sparse
@@ -211,7 +215,7 @@ func workerExtraBytesPerParam(c compress.Config) float64 {
 	default:
 		// A compressor added to the registry but not here: assume the
 		// costliest above rather than nothing.
-		comp = 14 + sparse
+		comp = unlistedCompressorBytes + sparse
 	}
 	return exchange + out + comp
 }

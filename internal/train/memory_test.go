@@ -143,6 +143,10 @@ func TestWorkerExtraBytesMatchesHeap(t *testing.T) {
 		runtime.KeepAlive(grads)
 		want := workerExtraBytesPerParam(c)
 		t.Logf("%s (residual %v): %.2f bytes a parameter a worker, table %.2f", c.Name, c.Residual, measured, want)
+		listed := want != workerExtraBytesPerParam(compress.Config{Name: "unlisted", Density: c.Density})
+		if !listed && measured <= want+1 {
+			continue // a new compressor before its row: the estimate only has to err high
+		}
 		if measured < want-1 || measured > want+1 {
 			t.Errorf("%s (residual %v): the exchange holds %.2f bytes a parameter a worker, workerExtraBytesPerParam says %.2f", c.Name, c.Residual, measured, want)
 		}
