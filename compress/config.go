@@ -2,6 +2,7 @@ package compress
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/gradwire/gradwire/internal/problem"
@@ -10,7 +11,7 @@ import (
 // Config is the `compress` section of a run config: the algorithm, the layer
 // policy shared by all algorithms, and each algorithm's own settings.
 type Config struct {
-	Name string `mapstructure:"name" yaml:"name"` // registry name: none, fp16, topk, randomk, dgc, adacomp, powersgd, onebit
+	Name string `mapstructure:"name" yaml:"name"` // registry name: none, fp16, topk, randomk, dgc, adacomp, powersgd, onebit, efsignsgd, terngrad
 	// MinSize: tensors with fewer elements, and tensors with one dimension
 	// (biases, BatchNorm), travel dense (all-reduced float32).
 	MinSize int `mapstructure:"min_size" yaml:"min_size"`
@@ -29,6 +30,7 @@ type Config struct {
 	DGC      DGCConfig      `mapstructure:"dgc" yaml:"dgc"`
 	AdaComp  AdaCompConfig  `mapstructure:"adacomp" yaml:"adacomp"`
 	PowerSGD PowerSGDConfig `mapstructure:"powersgd" yaml:"powersgd"`
+	TernGrad TernGradConfig `mapstructure:"terngrad" yaml:"terngrad"`
 }
 
 // DGCConfig holds Deep Gradient Compression's switches (Lin et al. 2018). The
@@ -61,6 +63,11 @@ type PowerSGDConfig struct {
 	Epsilon            float64 `mapstructure:"epsilon" yaml:"epsilon"`       // orthogonalisation guard
 }
 
+// TernGradConfig holds TernGrad's settings (Wen et al. 2017).
+type TernGradConfig struct {
+	ClipC float64 `mapstructure:"clip_c" yaml:"clip_c"` // clip each tensor at clip_c x its standard deviation; 0 = off
+}
+
 // DefaultConfig is every default of the compress section, in one place.
 func DefaultConfig() Config {
 	return Config{
@@ -74,6 +81,7 @@ func DefaultConfig() Config {
 		},
 		AdaComp:  AdaCompConfig{BinConv: 50, BinFC: 500},
 		PowerSGD: PowerSGDConfig{Rank: 1, StartIter: 1000, MinCompressionRate: 2, ErrorFeedback: true, WarmStart: true},
+		TernGrad: TernGradConfig{ClipC: 2.5},
 	}
 }
 
@@ -106,6 +114,8 @@ func (c Config) Problems() []Problem {
 	bad(p.StartIter >= 0, "powersgd.start_iter", p.StartIter, "must be at least 0")
 	bad(p.MinCompressionRate > 0, "powersgd.min_compression_rate", p.MinCompressionRate, "must be a positive number")
 	bad(p.Epsilon >= 0, "powersgd.epsilon", p.Epsilon, "must be >= 0")
+	tg := c.TernGrad
+	bad(tg.ClipC >= 0 && !math.IsInf(tg.ClipC, 1), "terngrad.clip_c", tg.ClipC, "must be a finite number >= 0 (0 = off)")
 	return ps
 }
 

@@ -18,6 +18,7 @@ var Registry = map[string]Builder{
 	"onebit":    newOneBit,
 	"efsignsgd": newEFSignSGD,
 	"powersgd":  newPowerSGD,
+	"terngrad":  newTernGrad,
 }
 
 // Names lists the registered compressors, sorted.
