@@ -10,7 +10,7 @@ import (
 // Config is the `compress` section of a run config: the algorithm, the layer
 // policy shared by all algorithms, and each algorithm's own settings.
 type Config struct {
-	Name string `mapstructure:"name" yaml:"name"` // registry name: none, fp16, topk, randomk, dgc, adacomp, powersgd, onebit
+	Name string `mapstructure:"name" yaml:"name"` // registry name (Names lists them)
 	// MinSize: tensors with fewer elements, and tensors with one dimension
 	// (biases, BatchNorm), travel dense (all-reduced float32).
 	MinSize int `mapstructure:"min_size" yaml:"min_size"`
@@ -29,6 +29,7 @@ type Config struct {
 	DGC      DGCConfig      `mapstructure:"dgc" yaml:"dgc"`
 	AdaComp  AdaCompConfig  `mapstructure:"adacomp" yaml:"adacomp"`
 	PowerSGD PowerSGDConfig `mapstructure:"powersgd" yaml:"powersgd"`
+	QSGD     QSGDConfig     `mapstructure:"qsgd" yaml:"qsgd"`
 }
 
 // DGCConfig holds Deep Gradient Compression's switches (Lin et al. 2018). The
@@ -61,6 +62,16 @@ type PowerSGDConfig struct {
 	Epsilon            float64 `mapstructure:"epsilon" yaml:"epsilon"`       // orthogonalisation guard
 }
 
+// QSGDConfig holds QSGD's settings (Alistarh et al. 2017); qsgd.go explains them.
+type QSGDConfig struct {
+	Levels     int    `mapstructure:"levels" yaml:"levels"`           // s: a value is sent as sign x (0..s)/s x the bucket's norm
+	BucketSize int    `mapstructure:"bucket_size" yaml:"bucket_size"` // consecutive elements sharing one norm
+	Norm       string `mapstructure:"norm" yaml:"norm"`               // max (the paper's experiments) or l2 (its theory)
+}
+
+// qsgdMaxLevels keeps a level within 16 bits on the wire.
+const qsgdMaxLevels = 1<<16 - 1
+
 // DefaultConfig is every default of the compress section, in one place.
 func DefaultConfig() Config {
 	return Config{
@@ -74,6 +85,7 @@ func DefaultConfig() Config {
 		},
 		AdaComp:  AdaCompConfig{BinConv: 50, BinFC: 500},
 		PowerSGD: PowerSGDConfig{Rank: 1, StartIter: 1000, MinCompressionRate: 2, ErrorFeedback: true, WarmStart: true},
+		QSGD:     QSGDConfig{Levels: 7, BucketSize: 512, Norm: "max"},
 	}
 }
 
@@ -106,6 +118,7 @@ func (c Config) Problems() []Problem {
 	bad(p.StartIter >= 0, "powersgd.start_iter", p.StartIter, "must be at least 0")
 	bad(p.MinCompressionRate > 0, "powersgd.min_compression_rate", p.MinCompressionRate, "must be a positive number")
 	bad(p.Epsilon >= 0, "powersgd.epsilon", p.Epsilon, "must be >= 0")
+	ps.Add(c.QSGD.problems()...)
 	return ps
 }
 
@@ -122,4 +135,15 @@ func (c Config) OwnsMomentum() bool {
 	}
 	comp, err := build(c, nil, 0, 1, 0, Hyper{})
 	return err == nil && comp.Needs().OwnsMomentum
+}
+
+// problems checks the qsgd section (also run by newQSGD, which may be built
+// from a config that was never validated).
+func (q QSGDConfig) problems() []Problem {
+	var ps problem.List
+	bad := func(ok bool, key string, v any, want string) { ps.Need(ok, "compress.qsgd."+key, v, want) }
+	bad(q.Levels >= 1 && q.Levels <= qsgdMaxLevels, "levels", q.Levels, fmt.Sprintf("must be an integer in [1, %d]", qsgdMaxLevels))
+	bad(q.BucketSize >= 1, "bucket_size", q.BucketSize, "must be at least 1")
+	bad(q.Norm == "max" || q.Norm == "l2", "norm", q.Norm, "must be one of max, l2")
+	return ps
 }

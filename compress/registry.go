@@ -18,6 +18,7 @@ var Registry = map[string]Builder{
 	"onebit":    newOneBit,
 	"efsignsgd": newEFSignSGD,
 	"powersgd":  newPowerSGD,
+	"qsgd":      newQSGD,
 }
 
 // Names lists the registered compressors, sorted.
