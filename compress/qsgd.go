@@ -43,7 +43,8 @@ import (
 //   - Wire: the fixed-width form the experiments ran (Sec. 4; the Elias coding
 //     of Sec. 3.1 pays only for large, sparse buckets, which 4-bit max-norm
 //     buckets are not). Per tensor in layout order: the buckets' scales as
-//     float32, then per element 1 sign bit (set when negative) and the level
+//     float32, then per element 1 sign bit (set when negative and the level
+//     is not 0, so a payload has one spelling) and the level
 //     in w = bits.Len(s) = ceil(log2(s+1)) bits, least significant first, bit
 //     k of the tensor's stream being bit k%8 of byte k/8, the last byte
 //     zero-padded: 4*buckets + ceil(size*(1+w)/8) bytes, which is Payload.Wire.
@@ -56,9 +57,13 @@ import (
 //   - Random draws u ~ U[0,1) are reproducible: a PCG stream per (seed,
 //     worker, step, tensor), like DGC's sampling, read once per element in
 //     order, so runs and resumed runs are bit-identical and no RNG state is
-//     checkpointed. Round up when u < p_i.
+//     checkpointed (the doc's one stream per worker, seeded seed+rank, would
+//     need its position saved). Round up when u < p_i.
 //   - Tensors the layer policy sends dense (compress.min_size, 1-D) never get
-//     here; the paper leaves matrices under 10K elements unquantized.
+//     here; the paper leaves matrices under 10K elements unquantized, the
+//     project's default threshold is 1024.
+//   - The last bucket is short rather than zero-padded (GRACE pads): the
+//     norms and levels are the same, and no padding goes on the wire.
 type qsgd struct {
 	tensors []Tensor
 	levels  int
