@@ -11,7 +11,7 @@ import (
 // Config is the `compress` section of a run config: the algorithm, the layer
 // policy shared by all algorithms, and each algorithm's own settings.
 type Config struct {
-	Name string `mapstructure:"name" yaml:"name"` // registry name: none, fp16, topk, randomk, dgc, adacomp, powersgd, onebit, efsignsgd, terngrad
+	Name string `mapstructure:"name" yaml:"name"` // registry name (Names lists them)
 	// MinSize: tensors with fewer elements, and tensors with one dimension
 	// (biases, BatchNorm), travel dense (all-reduced float32).
 	MinSize int `mapstructure:"min_size" yaml:"min_size"`
@@ -31,6 +31,7 @@ type Config struct {
 	AdaComp  AdaCompConfig  `mapstructure:"adacomp" yaml:"adacomp"`
 	PowerSGD PowerSGDConfig `mapstructure:"powersgd" yaml:"powersgd"`
 	TernGrad TernGradConfig `mapstructure:"terngrad" yaml:"terngrad"`
+	QSGD     QSGDConfig     `mapstructure:"qsgd" yaml:"qsgd"`
 }
 
 // DGCConfig holds Deep Gradient Compression's switches (Lin et al. 2018). The
@@ -68,6 +69,16 @@ type TernGradConfig struct {
 	ClipC float64 `mapstructure:"clip_c" yaml:"clip_c"` // clip each tensor at clip_c x its standard deviation; 0 = off
 }
 
+// QSGDConfig holds QSGD's settings (Alistarh et al. 2017); qsgd.go explains them.
+type QSGDConfig struct {
+	Levels     int    `mapstructure:"levels" yaml:"levels"`           // s: a value is sent as sign x (0..s)/s x the bucket's norm
+	BucketSize int    `mapstructure:"bucket_size" yaml:"bucket_size"` // consecutive elements sharing one norm
+	Norm       string `mapstructure:"norm" yaml:"norm"`               // max (the paper's experiments) or l2 (its theory)
+}
+
+// qsgdMaxLevels keeps a level within 16 bits on the wire.
+const qsgdMaxLevels = 1<<16 - 1
+
 // DefaultConfig is every default of the compress section, in one place.
 func DefaultConfig() Config {
 	return Config{
@@ -82,6 +93,7 @@ func DefaultConfig() Config {
 		AdaComp:  AdaCompConfig{BinConv: 50, BinFC: 500},
 		PowerSGD: PowerSGDConfig{Rank: 1, StartIter: 1000, MinCompressionRate: 2, ErrorFeedback: true, WarmStart: true},
 		TernGrad: TernGradConfig{ClipC: 2.5},
+		QSGD:     QSGDConfig{Levels: 7, BucketSize: 512, Norm: "max"},
 	}
 }
 
@@ -116,6 +128,7 @@ func (c Config) Problems() []Problem {
 	bad(p.Epsilon >= 0, "powersgd.epsilon", p.Epsilon, "must be >= 0")
 	tg := c.TernGrad
 	bad(tg.ClipC >= 0 && !math.IsInf(tg.ClipC, 1), "terngrad.clip_c", tg.ClipC, "must be a finite number >= 0 (0 = off)")
+	ps.Add(c.QSGD.problems()...)
 	return ps
 }
 
@@ -132,4 +145,15 @@ func (c Config) OwnsMomentum() bool {
 	}
 	comp, err := build(c, nil, 0, 1, 0, Hyper{})
 	return err == nil && comp.Needs().OwnsMomentum
+}
+
+// problems checks the qsgd section (also run by newQSGD, which may be built
+// from a config that was never validated).
+func (q QSGDConfig) problems() []Problem {
+	var ps problem.List
+	bad := func(ok bool, key string, v any, want string) { ps.Need(ok, "compress.qsgd."+key, v, want) }
+	bad(q.Levels >= 1 && q.Levels <= qsgdMaxLevels, "levels", q.Levels, fmt.Sprintf("must be an integer in [1, %d]", qsgdMaxLevels))
+	bad(q.BucketSize >= 1, "bucket_size", q.BucketSize, "must be at least 1")
+	bad(q.Norm == "max" || q.Norm == "l2", "norm", q.Norm, "must be one of max, l2")
+	return ps
 }

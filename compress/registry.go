@@ -19,6 +19,7 @@ var Registry = map[string]Builder{
 	"efsignsgd": newEFSignSGD,
 	"powersgd":  newPowerSGD,
 	"terngrad":  newTernGrad,
+	"qsgd":      newQSGD,
 }
 
 // Names lists the registered compressors, sorted.
