@@ -15,7 +15,7 @@
 // A compressor declares what it needs once (Needs: collective, rounds, error
 // feedback, momentum ownership). Registry names them: none (every tensor
 // dense), fp16, topk, randomk, dgc, adacomp, onebit, efsignsgd, qsgd, terngrad,
-// powersgd.
+// powersgd, scalecom.
 // The exchange counts every byte it puts on the wire (Traffic), per layer
 // kind and after warm-up.
 package compress
@@ -83,6 +83,10 @@ type Needs struct {
 	// the workers' Floats element-wise, so only payloads whose sum decodes to
 	// the sum of the decoded payloads may use it.
 	Collective dist.Op
+	// RoundOps, when set (one per round), overrides Collective round by round,
+	// for compressors whose rounds differ (ScaleCom: the leader's indices are
+	// all-gathered, the values at them all-reduced).
+	RoundOps []dist.Op
 	// Rounds is the number of collective rounds per step (PowerSGD: 2).
 	Rounds int
 	// ErrorFeedback asks the exchange to keep the residual: it adds it to the
@@ -100,6 +104,14 @@ type Needs struct {
 	// dividing it by N. The two differ in the last bit for some N; each
 	// compressor keeps the arithmetic its results were produced with.
 	Reciprocal bool
+}
+
+// Op is round r's collective.
+func (n Needs) Op(r int) dist.Op {
+	if r < len(n.RoundOps) {
+		return n.RoundOps[r]
+	}
+	return n.Collective
 }
 
 // Compressor is one logical worker's side of a compression algorithm for the

@@ -32,6 +32,7 @@ type Config struct {
 	PowerSGD PowerSGDConfig `mapstructure:"powersgd" yaml:"powersgd"`
 	TernGrad TernGradConfig `mapstructure:"terngrad" yaml:"terngrad"`
 	QSGD     QSGDConfig     `mapstructure:"qsgd" yaml:"qsgd"`
+	ScaleCom ScaleComConfig `mapstructure:"scalecom" yaml:"scalecom"`
 }
 
 // DGCConfig holds Deep Gradient Compression's switches (Lin et al. 2018). The
@@ -76,6 +77,22 @@ type QSGDConfig struct {
 	Norm       string `mapstructure:"norm" yaml:"norm"`               // max (the paper's experiments) or l2 (its theory)
 }
 
+// ScaleComConfig holds ScaleCom's settings (Chen et al. 2020); scalecom.go
+// explains them. k per tensor comes from compress.density.
+type ScaleComConfig struct {
+	Beta         float64 `mapstructure:"beta" yaml:"beta"`                   // low-pass filter gain of the memory; 1 = plain error feedback
+	WarmupEpochs int     `mapstructure:"warmup_epochs" yaml:"warmup_epochs"` // DGC's exponential density warm-up; 0 = off
+}
+
+// problems checks the scalecom section (also run by newScaleCom).
+func (s ScaleComConfig) problems() []Problem {
+	var ps problem.List
+	bad := func(ok bool, key string, v any, want string) { ps.Need(ok, "compress.scalecom."+key, v, want) }
+	bad(s.Beta > 0 && s.Beta <= 1, "beta", s.Beta, "must be a fraction in (0, 1]")
+	bad(s.WarmupEpochs >= 0, "warmup_epochs", s.WarmupEpochs, "must be at least 0")
+	return ps
+}
+
 // qsgdMaxLevels keeps a level within 16 bits on the wire.
 const qsgdMaxLevels = 1<<16 - 1
 
@@ -94,6 +111,7 @@ func DefaultConfig() Config {
 		PowerSGD: PowerSGDConfig{Rank: 1, StartIter: 1000, MinCompressionRate: 2, ErrorFeedback: true, WarmStart: true},
 		TernGrad: TernGradConfig{ClipC: 2.5},
 		QSGD:     QSGDConfig{Levels: 7, BucketSize: 512, Norm: "max"},
+		ScaleCom: ScaleComConfig{Beta: 0.1, WarmupEpochs: 4},
 	}
 }
 
@@ -129,6 +147,7 @@ func (c Config) Problems() []Problem {
 	tg := c.TernGrad
 	bad(tg.ClipC >= 0 && !math.IsInf(tg.ClipC, 1), "terngrad.clip_c", tg.ClipC, "must be a finite number >= 0 (0 = off)")
 	ps.Add(c.QSGD.problems()...)
+	ps.Add(c.ScaleCom.problems()...)
 	return ps
 }
 

@@ -217,7 +217,7 @@ func (x *Exchange) Exchange(grad []float32, step int) error {
 		if err != nil {
 			return fmt.Errorf("compress %s: round %d: %w", x.send.name, r, err)
 		}
-		switch x.send.needs.Collective {
+		switch x.send.needs.Op(r) {
 		case dist.OpAllReduce:
 			if n > 1 {
 				if err := x.member.AllReduce(p.Floats); err != nil {

@@ -113,7 +113,7 @@ func (s *sender) Decompress(last Combined, dst []float32, info StepInfo) error {
 		return fmt.Errorf("%s: %d workers", s.name, n)
 	}
 	clear(dst)
-	if s.needs.Collective == dist.OpAllReduce {
+	if s.needs.Op(s.needs.Rounds-1) == dist.OpAllReduce {
 		if err := s.c.DecodeAdd(Payload{Floats: last.Floats}, dst, info); err != nil {
 			return fmt.Errorf("%s: %w", s.name, err)
 		}
