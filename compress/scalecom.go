@@ -55,10 +55,11 @@ import (
 //     like topk and DGC.
 //   - beta: compress.scalecom.beta, default 0.1 (the secondary sources' value;
 //     unverified against the paper).
-//   - Warm-up: DGC's exponential density warm-up ("paper" schedule) over
-//     compress.scalecom.warmup_epochs epochs (default 4, like DGC's); the
-//     notes reuse it until the paper's own warm-up is checked. Steps in the
-//     warm-up send more values and are left out of the steady compression ratio.
+//   - Warm-up: DGC's density warm-up, its "paper" schedule (density
+//     0.25^(epoch+1), never below compress.density: 25%, 6.25%, 1.5625%,
+//     0.4%), over compress.scalecom.warmup_epochs epochs (default 4, like
+//     DGC's); the notes reuse it until the paper's own warm-up is checked.
+//     Warm-up steps send more values and are left out of the steady ratio.
 //   - Indices travel as int32 (compress.narrow_indices is topk's and DGC's).
 type scaleCom struct {
 	tensors []Tensor
