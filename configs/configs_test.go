@@ -498,6 +498,7 @@ func TestValidateAll(t *testing.T) {
 	c.Compress.PowerSGD.Rank, c.Compress.PowerSGD.StartIter, c.Compress.PowerSGD.MinCompressionRate, c.Compress.PowerSGD.Epsilon = 0, -1, 0, -1
 	c.Compress.TernGrad.ClipC = -1
 	c.Compress.QSGD.Levels, c.Compress.QSGD.BucketSize, c.Compress.QSGD.Norm = 0, 0, "l1"
+	c.Compress.ScaleCom.Beta, c.Compress.ScaleCom.WarmupEpochs = 0, -1
 	c.Network.BandwidthGbps, c.Network.LatencyUs, c.Network.Topology = 0, -1, "mesh"
 
 	err := c.Validate()
