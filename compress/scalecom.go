@@ -68,12 +68,13 @@ type scaleCom struct {
 	worker  int
 
 	sel    selector
-	mem    []float32 // m_i, packed like grad
-	p      []float32 // this step's compensated gradient p_i
-	idx    []int32   // this step's indices I, per tensor at koff
-	vals   []float32 // round 1's values c_i (summed in place by the all-reduce)
-	ks     []int     // this step's k per tensor
-	koff   []int     // offset of each tensor's entries in idx and vals
+	mem    []float32  // m_i, packed like grad
+	p      []float32  // this step's compensated gradient p_i
+	idx    []int32    // this step's indices I, per tensor at koff (grown to the largest k)
+	vals   []float32  // round 1's values c_i (summed in place by the all-reduce)
+	tw     [2][]int64 // bytes per tensor, per round
+	ks     []int      // this step's k per tensor
+	koff   []int      // offset of each tensor's entries in idx and vals
 	enc    Encoder
 	leader int // this step's leader
 }
@@ -98,7 +99,6 @@ func newScaleCom(cfg Config, tensors []Tensor, worker, _ int, _ int64, _ Hyper) 
 		n += t.Size
 	}
 	c.mem, c.p = make([]float32, n), make([]float32, n)
-	c.idx, c.vals = make([]int32, n), make([]float32, n)
 	c.ks, c.koff = make([]int, len(tensors)), make([]int, len(tensors))
 	return c, nil
 }
@@ -121,6 +121,10 @@ func (c *scaleCom) plan(info StepInfo) (int, error) {
 	for ti, t := range c.tensors {
 		c.ks[ti], c.koff[ti] = sparseK(t.Size, density), total
 		total += c.ks[ti]
+	}
+	// Sized for the largest k so far (the warm-up's), not for every element.
+	if total > len(c.idx) {
+		c.idx, c.vals = make([]int32, total), make([]float32, total)
 	}
 	return total, nil
 }
@@ -145,7 +149,7 @@ func (c *scaleCom) encodeIndices(grad []float32, info StepInfo) (Payload, error)
 	if c.worker != c.leader {
 		return Payload{Bytes: c.enc.Bytes()}, nil
 	}
-	tw := make([]int64, len(c.tensors))
+	tw := c.tensorWire(0)
 	for ti, t := range c.tensors {
 		o, k := c.koff[ti], c.ks[ti]
 		idx := c.sel.topK(c.p[t.Offset:t.Offset+t.Size], k, c.idx[o:o+k])
@@ -178,7 +182,7 @@ func (c *scaleCom) encodeValues(prev Combined, info StepInfo) (Payload, error) {
 	if err := d.Done(); err != nil {
 		return Payload{}, err
 	}
-	tw := make([]int64, len(c.tensors))
+	tw := c.tensorWire(1)
 	for ti, t := range c.tensors {
 		o, k := c.koff[ti], c.ks[ti]
 		last := int32(-1)
@@ -204,6 +208,15 @@ func (c *scaleCom) encodeValues(prev Combined, info StepInfo) (Payload, error) {
 		}
 	}
 	return Payload{Floats: c.vals[:total], Wire: int64(4 * total), TensorWire: tw}, nil
+}
+
+// tensorWire is round r's per-tensor byte buffer (reused across steps: the
+// exchange reads it before the next Encode of the round).
+func (c *scaleCom) tensorWire(r int) []int64 {
+	if len(c.tw[r]) != len(c.tensors) {
+		c.tw[r] = make([]int64, len(c.tensors))
+	}
+	return c.tw[r]
 }
 
 // DecodeAdd scatter-adds summed (or one worker's) values at this step's I.

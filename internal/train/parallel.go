@@ -300,7 +300,7 @@ func (j *job) fillTraffic(s *Summary, workers []workerState) {
 		needs := c.Needs()
 		rounds := int64(needs.Rounds)
 		for r := int64(0); r < rounds; r++ {
-			traffic.Add(needs.Collective, (perStep-t.DenseStep)/rounds)
+			traffic.Add(needs.Op(int(r)), (perStep-t.DenseStep)/rounds)
 		}
 	}
 	compute := j.computeS / float64(j.computeN)
