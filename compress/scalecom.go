@@ -13,8 +13,11 @@ import (
 // Compression for Communication-Efficient Distributed Training", NeurIPS 2020,
 // arXiv 2104.11125. The update rule below follows the design notes
 // (ALGORITHMS-COMPRESSORS2.md, "ScaleCom (CLT-k)"), where two independent
-// secondary sources agree on it; the paper's own equations were not checked
-// line by line, and beta's default is flagged there as unverified.
+// secondary sources agree on it; a third-party TensorFlow reimplementation
+// (jannikobenhoff/private_and_secure_federated_learning,
+// src/compressions/ScaleCom.py, single process, no default for its
+// "discount" = beta) has the same memory rule. The paper's own equations were
+// not checked line by line, and beta's default is flagged as unverified.
 //
 // Per compressed tensor, at step t, on worker i of N, with memory m_i (0 at
 // the start) and gradient g_i:
