@@ -170,7 +170,7 @@ func (c *scaleCom) encodeValues(prev Combined, info StepInfo) (Payload, error) {
 	if len(prev.Bytes) != info.Workers {
 		return Payload{}, fmt.Errorf("%d index payloads for %d workers", len(prev.Bytes), info.Workers)
 	}
-	total := c.koff[len(c.koff)-1] + c.ks[len(c.ks)-1]
+	total := c.total()
 	for w, b := range prev.Bytes {
 		want := 0
 		if w == c.leader {
@@ -213,6 +213,14 @@ func (c *scaleCom) encodeValues(prev Combined, info StepInfo) (Payload, error) {
 	return Payload{Floats: c.vals[:total], Wire: int64(4 * total), TensorWire: tw}, nil
 }
 
+// total is this step's k summed over the tensors.
+func (c *scaleCom) total() int {
+	if len(c.ks) == 0 {
+		return 0
+	}
+	return c.koff[len(c.koff)-1] + c.ks[len(c.ks)-1]
+}
+
 // tensorWire is round r's per-tensor byte buffer (reused across steps: the
 // exchange reads it before the next Encode of the round).
 func (c *scaleCom) tensorWire(r int) []int64 {
@@ -224,7 +232,7 @@ func (c *scaleCom) tensorWire(r int) []int64 {
 
 // DecodeAdd scatter-adds summed (or one worker's) values at this step's I.
 func (c *scaleCom) DecodeAdd(p Payload, dst []float32, _ StepInfo) error {
-	total := c.koff[len(c.koff)-1] + c.ks[len(c.ks)-1]
+	total := c.total()
 	if len(p.Floats) != total {
 		return fmt.Errorf("payload of %d values, want %d", len(p.Floats), total)
 	}
