@@ -358,3 +358,42 @@ func TestScaleComConfigProblems(t *testing.T) {
 		}
 	}
 }
+
+// TestScaleComRejectsMalformedIndices: the leader's indices must have the
+// step's length, be increasing and in range, and no other worker may send any.
+func TestScaleComRejectsMalformedIndices(t *testing.T) {
+	tensors := []Tensor{{Name: "w", Shape: []int{2, 4}, Kind: optim.KindLinear, Size: 8}}
+	comp, err := newScaleCom(scaleComConfig(0.25, 0.1), tensors, 1, 2, 0, Hyper{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := StepInfo{Step: 0, Worker: 1, Workers: 2} // rank 0 leads
+	idx := func(v ...int32) []byte {
+		var e Encoder
+		e.Int32s(v)
+		return slices.Clone(e.Bytes())
+	}
+	for _, tc := range []struct {
+		name    string
+		payload [][]byte
+		want    string
+	}{
+		{"repeated", [][]byte{idx(4, 4), nil}, "not increasing"},
+		{"decreasing", [][]byte{idx(4, 0), nil}, "not increasing"},
+		{"out of range", [][]byte{idx(0, 8), nil}, "not increasing within [0, 8)"},
+		{"short", [][]byte{idx(0), nil}, "worker 0 sent 4 index bytes, want 8"},
+		{"not the leader", [][]byte{idx(0, 4), idx(1, 2)}, "worker 1 sent 8 index bytes, want 0"},
+		{"missing worker", [][]byte{idx(0, 4)}, "1 index payloads for 2 workers"},
+	} {
+		if _, err := comp.Encode(0, make([]float32, 8), Combined{}, info); err != nil {
+			t.Fatal(err)
+		}
+		_, err := comp.Encode(1, make([]float32, 8), Combined{Bytes: tc.payload, Workers: 2}, info)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error with %q", tc.name, err, tc.want)
+		}
+	}
+	if err := comp.DecodeAdd(Payload{Floats: []float32{1, 2, 3}}, make([]float32, 8), info); err == nil {
+		t.Error("DecodeAdd accepted 3 values for k = 2")
+	}
+}
