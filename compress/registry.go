@@ -20,6 +20,7 @@ var Registry = map[string]Builder{
 	"powersgd":  newPowerSGD,
 	"terngrad":  newTernGrad,
 	"qsgd":      newQSGD,
+	"gradiveq":  newGradiVeQ,
 }
 
 // Names lists the registered compressors, sorted.
