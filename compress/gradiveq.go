@@ -70,6 +70,9 @@ import (
 //     sums (the paper's scheme), not broadcast: no basis traffic.
 //   - The PCA accumulators are float64 sums of S and S S^T, streamed over the
 //     sampling steps (memory: the tensor plus K^2 per tensor, not L_t copies).
+//   - Checkpoints keep no compressor state (State explains why): a resumed
+//     run goes dense until its next sampling phase ends; resumed inside one,
+//     it fits the basis on the samples taken after the resume.
 //   - Error feedback: the paper uses none (default). error_feedback: true asks
 //     the exchange for the generic residual, c - (U U^T (c - mu/N) + mu/N).
 //   - The coefficients travel as float32 (4d bytes a slice); the paper's
@@ -86,7 +89,7 @@ type gradiVeQ struct {
 	payLen    int       // current compressed payload length
 	denseWire []int64
 	compWire  []int64
-	sampled   int // sampling steps accumulated in the current phase
+	sampled   int // sampling steps accumulated in the current phase (since a resume)
 }
 
 // gvqTensor is one packed tensor's slicing, basis and PCA accumulators.
@@ -148,7 +151,7 @@ func (c *gradiVeQ) phase(step int) gvqPhase {
 }
 
 // Steady reports whether the step sends coefficients.
-func (c *gradiVeQ) Steady(info StepInfo) bool { return c.phase(info.Step) == gvqCompress }
+func (c *gradiVeQ) Steady(info StepInfo) bool { return c.compressing(info.Step) }
 
 // layout places each tensor's coefficients in the payload after a basis change.
 func (c *gradiVeQ) layout() {
@@ -183,12 +186,9 @@ func (c *gradiVeQ) Encode(r int, grad []float32, _ Combined, info StepInfo) (Pay
 		return Payload{}, fmt.Errorf("gradiveq: round %d: only round 0 exists", r)
 	case len(grad) != c.size:
 		return Payload{}, fmt.Errorf("gradiveq: gradient has %d values, want %d", len(grad), c.size)
-	case c.phase(info.Step) != gvqCompress:
+	case !c.compressing(info.Step):
 		// Uncompressed all-reduce; the gradient is scratch, so it is the payload.
 		return Payload{Floats: grad, Wire: int64(4 * c.size), TensorWire: c.denseWire}, nil
-	}
-	if err := c.haveBasis(info.Step); err != nil {
-		return Payload{}, err
 	}
 	n := float64(max(info.Workers, 1))
 	for _, t := range c.tens {
@@ -210,13 +210,11 @@ func (c *gradiVeQ) Encode(r int, grad []float32, _ Combined, info StepInfo) (Pay
 	return Payload{Floats: c.pay, Wire: int64(4 * c.payLen), TensorWire: c.compWire}, nil
 }
 
-// haveBasis rejects a compressed step before any sampling phase has ended
-// (a resumed run whose state lacks the basis).
-func (c *gradiVeQ) haveBasis(step int) error {
-	if len(c.tens) > 0 && c.tens[0].rank == 0 {
-		return fmt.Errorf("gradiveq: step %d compresses, but no sampling phase has produced a basis", step)
-	}
-	return nil
+// compressing reports whether the step sends coefficients: a compressed step
+// of the schedule once a sampling phase has produced a basis (a run resumed
+// from a checkpoint has none until its next sampling phase ends).
+func (c *gradiVeQ) compressing(step int) bool {
+	return c.phase(step) == gvqCompress && len(c.tens) > 0 && c.tens[0].rank > 0
 }
 
 // decode adds (U C_m + scale*mu_m) / div for every slice of coefficients
@@ -250,7 +248,7 @@ func (c *gradiVeQ) DecodeAdd(p Payload, dst []float32, info StepInfo) error {
 	if len(dst) != c.size {
 		return fmt.Errorf("gradiveq: decode into %d values, want %d", len(dst), c.size)
 	}
-	if c.phase(info.Step) != gvqCompress {
+	if !c.compressing(info.Step) {
 		if len(p.Floats) != c.size {
 			return fmt.Errorf("gradiveq: dense payload has %d values, want %d", len(p.Floats), c.size)
 		}
@@ -258,9 +256,6 @@ func (c *gradiVeQ) DecodeAdd(p Payload, dst []float32, info StepInfo) error {
 			dst[i] += v
 		}
 		return nil
-	}
-	if err := c.haveBasis(info.Step); err != nil {
-		return err
 	}
 	if len(p.Floats) != c.payLen {
 		return fmt.Errorf("gradiveq: payload has %d coefficients, want %d", len(p.Floats), c.payLen)
@@ -277,13 +272,9 @@ func (c *gradiVeQ) DecodeMean(last Combined, dst []float32, info StepInfo) error
 	if n < 1 || len(dst) != c.size {
 		return fmt.Errorf("gradiveq: decode into %d values from %d workers, want %d", len(dst), n, c.size)
 	}
-	ph := c.phase(info.Step)
-	if ph == gvqCompress {
+	if c.compressing(info.Step) {
 		if len(last.Floats) != c.payLen {
 			return fmt.Errorf("gradiveq: combined %d coefficients, want %d", len(last.Floats), c.payLen)
-		}
-		if err := c.haveBasis(info.Step); err != nil {
-			return err
 		}
 		clear(dst)
 		c.decode(last.Floats, dst, 1, float64(n))
@@ -292,7 +283,7 @@ func (c *gradiVeQ) DecodeMean(last Combined, dst []float32, info StepInfo) error
 	if len(last.Floats) != c.size {
 		return fmt.Errorf("gradiveq: combined %d dense values, want %d", len(last.Floats), c.size)
 	}
-	if ph == gvqSample {
+	if c.phase(info.Step) == gvqSample {
 		c.sample(last.Floats, info.Step)
 	}
 	copy(dst, last.Floats)
@@ -430,73 +421,15 @@ func identityColumns(k, d int) [][]float64 {
 	return cols
 }
 
-// State holds per tensor the basis (padded to K x K), its rank, mu and the
-// sampling accumulators (rounded to float32: a checkpoint taken inside a
-// sampling phase resumes with sums rounded to float32), plus the count of
-// samples. The buffers are copies.
-func (c *gradiVeQ) State() map[string][]float32 {
-	var basis, rank, mu, sum, cov []float32
-	for _, t := range c.tens {
-		b := make([]float32, t.k*t.k)
-		copy(b, t.basis)
-		basis = append(basis, b...)
-		rank = append(rank, float32(t.rank))
-		mu = append(mu, t.mu...)
-		for _, v := range t.sum {
-			sum = append(sum, float32(v))
-		}
-		for _, v := range t.cov {
-			cov = append(cov, float32(v))
-		}
-	}
-	return map[string][]float32{"basis": basis, "rank": rank, "mu": mu, "sum": sum, "cov": cov, "sampled": {float32(c.sampled)}}
-}
+// State is empty: a checkpoint keeps no basis, mu or PCA sums. A basis is
+// K x d per tensor, which can exceed the tensor itself (K = 768, d in the
+// hundreds, against the checkpoint's bound of twice the parameter count), so a
+// resumed run sends dense gradients until its next sampling phase ends (every
+// worker resumes from the same checkpoint, so all agree).
+func (c *gradiVeQ) State() map[string][]float32 { return nil }
 
-// SetState restores State's buffers; on error nothing changes.
-func (c *gradiVeQ) SetState(st map[string][]float32) error {
-	want := c.State()
-	for k, v := range st {
-		w, ok := want[k]
-		if !ok {
-			return fmt.Errorf("gradiveq: unknown state %q", k)
-		}
-		if len(v) != len(w) {
-			return fmt.Errorf("gradiveq: state %q has %d values, want %d", k, len(v), len(w))
-		}
-	}
-	for k := range want {
-		if _, ok := st[k]; !ok {
-			return fmt.Errorf("gradiveq: state %q is missing", k)
-		}
-	}
-	for i, t := range c.tens {
-		if r := st["rank"][i]; r != float32(int(r)) || r < 0 || int(r) > t.k {
-			return fmt.Errorf("gradiveq: state \"rank\"[%d] = %v, want an integer in [0, %d]", i, r, t.k)
-		}
-	}
-	if s := st["sampled"][0]; s != float32(int(s)) || s < 0 {
-		return fmt.Errorf("gradiveq: state \"sampled\" = %v, want an integer >= 0", s)
-	}
-	var ob, om, os, oc int
-	for i := range c.tens {
-		t := &c.tens[i]
-		t.rank = int(st["rank"][i])
-		t.basis = append(t.basis[:0], st["basis"][ob:ob+t.k*t.rank]...)
-		ob += t.k * t.k
-		om += copy(t.mu, st["mu"][om:])
-		for j := range t.sum {
-			t.sum[j] = float64(st["sum"][os+j])
-		}
-		os += len(t.sum)
-		for j := range t.cov {
-			t.cov[j] = float64(st["cov"][oc+j])
-		}
-		oc += len(t.cov)
-	}
-	c.sampled = int(st["sampled"][0])
-	c.layout()
-	return nil
-}
+// SetState accepts only the empty state.
+func (c *gradiVeQ) SetState(st map[string][]float32) error { return noState("gradiveq", st) }
 
 var (
 	_ Compressor      = (*gradiVeQ)(nil)
