@@ -51,9 +51,14 @@ import (
 // the compressed steps alone (Traffic.Wire over Traffic.Dense is the
 // cycle-averaged ratio the paper's comparison needs).
 //
-// Sources: the algorithm, schedule, defaults and the worked example in
-// gradiveq_test.go follow the paper as summarized in docs
-// ALGORITHMS-COMPRESSORS2.md ("GradiVeQ"); no authors' code was found. Choices:
+// Sources: the algorithm, schedule and defaults follow the paper as
+// summarized with its equations in docs ALGORITHMS-COMPRESSORS2.md
+// ("GradiVeQ"); the paper's own text could not be read here, and a secondary
+// summary (CompML/survey-deep-gradient-compression issue 16) agrees on the
+// core: a linear PCA compressor of conv gradients inside ring all-reduce. No
+// authors' code was found. The worked examples in gradiveq_test.go use the
+// doc's shared inputs with values derived independently (a 2x2 eigenproblem
+// in closed form; power iteration in float64). Choices:
 //   - Defaults are the paper's: lambda = 0.01, warm-up 2,500 steps, L_t = 100,
 //     L_c = 400, K = 768 (its suggestion for a (3,3,16,16) layer). Rank 0 =
 //     chosen by lambda; a positive rank fixes d (min(rank, K)).
@@ -64,7 +69,8 @@ import (
 //     too); the paper compresses conv layers only. Keep linear layers dense by
 //     raising compress.min_size if needed.
 //   - The basis is pooled over all slices of a tensor, each centred on its own
-//     mu_m (the paper indexes mu per slice and shares U under reuse). center:
+//     mu_m (the paper indexes mu per slice and shares U under reuse; the doc's
+//     toy example fits U on slice 0 alone and reuses it). center:
 //     false drops mu (c = U^T g, ghat = U C / N): the uncentred second moment.
 //   - The basis is computed locally on every worker from identical all-reduced
 //     sums (the paper's scheme), not broadcast: no basis traffic.
