@@ -15,7 +15,7 @@
 // A compressor declares what it needs once (Needs: collective, rounds, error
 // feedback, momentum ownership). Registry names them: none (every tensor
 // dense), fp16, topk, randomk, dgc, adacomp, onebit, efsignsgd, qsgd, terngrad,
-// powersgd, scalecom.
+// powersgd, scalecom, gradiveq.
 // The exchange counts every byte it puts on the wire (Traffic), per layer
 // kind and after warm-up.
 package compress

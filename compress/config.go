@@ -33,6 +33,7 @@ type Config struct {
 	TernGrad TernGradConfig `mapstructure:"terngrad" yaml:"terngrad"`
 	QSGD     QSGDConfig     `mapstructure:"qsgd" yaml:"qsgd"`
 	ScaleCom ScaleComConfig `mapstructure:"scalecom" yaml:"scalecom"`
+	GradiVeQ GradiVeQConfig `mapstructure:"gradiveq" yaml:"gradiveq"`
 }
 
 // DGCConfig holds Deep Gradient Compression's switches (Lin et al. 2018). The
@@ -93,6 +94,32 @@ func (s ScaleComConfig) problems() []Problem {
 	return ps
 }
 
+// GradiVeQConfig holds GradiVeQ's settings (Yu et al. 2018); gradiveq.go
+// explains them. Defaults are the paper's.
+type GradiVeQConfig struct {
+	SliceSize     int     `mapstructure:"slice_size" yaml:"slice_size"`         // K: consecutive elements projected together
+	Rank          int     `mapstructure:"rank" yaml:"rank"`                     // d components kept; 0 = the fewest keeping 1-lambda of the variance
+	Lambda        float64 `mapstructure:"lambda" yaml:"lambda"`                 // variance fraction a rank-0 basis may drop
+	WarmupSteps   int     `mapstructure:"warmup_steps" yaml:"warmup_steps"`     // uncompressed steps before the first sampling phase
+	SampleSteps   int     `mapstructure:"sample_steps" yaml:"sample_steps"`     // L_t: uncompressed steps sampled for each basis
+	CompressSteps int     `mapstructure:"compress_steps" yaml:"compress_steps"` // L_c: compressed steps per basis
+	Center        bool    `mapstructure:"center" yaml:"center"`                 // subtract the sampled mean slice (the paper)
+	ErrorFeedback bool    `mapstructure:"error_feedback" yaml:"error_feedback"` // residual accumulation (not in the paper)
+}
+
+// problems checks the gradiveq section (also run by newGradiVeQ).
+func (g GradiVeQConfig) problems() []Problem {
+	var ps problem.List
+	bad := func(ok bool, key string, v any, want string) { ps.Need(ok, "compress.gradiveq."+key, v, want) }
+	bad(g.SliceSize >= 1, "slice_size", g.SliceSize, "must be at least 1")
+	bad(g.Rank >= 0, "rank", g.Rank, "must be at least 0 (0 = chosen by lambda)")
+	bad(g.Lambda >= 0 && g.Lambda < 1, "lambda", g.Lambda, "must be a fraction in [0, 1)")
+	bad(g.WarmupSteps >= 0, "warmup_steps", g.WarmupSteps, "must be at least 0")
+	bad(g.SampleSteps >= 1, "sample_steps", g.SampleSteps, "must be at least 1")
+	bad(g.CompressSteps >= 1, "compress_steps", g.CompressSteps, "must be at least 1")
+	return ps
+}
+
 // qsgdMaxLevels keeps a level within 16 bits on the wire.
 const qsgdMaxLevels = 1<<16 - 1
 
@@ -112,6 +139,7 @@ func DefaultConfig() Config {
 		TernGrad: TernGradConfig{ClipC: 2.5},
 		QSGD:     QSGDConfig{Levels: 7, BucketSize: 512, Norm: "max"},
 		ScaleCom: ScaleComConfig{Beta: 0.1, WarmupEpochs: 4},
+		GradiVeQ: GradiVeQConfig{SliceSize: 768, Lambda: 0.01, WarmupSteps: 2500, SampleSteps: 100, CompressSteps: 400, Center: true},
 	}
 }
 
@@ -148,6 +176,7 @@ func (c Config) Problems() []Problem {
 	bad(tg.ClipC >= 0 && !math.IsInf(tg.ClipC, 1), "terngrad.clip_c", tg.ClipC, "must be a finite number >= 0 (0 = off)")
 	ps.Add(c.QSGD.problems()...)
 	ps.Add(c.ScaleCom.problems()...)
+	ps.Add(c.GradiVeQ.problems()...)
 	return ps
 }
 

@@ -21,6 +21,7 @@ var Registry = map[string]Builder{
 	"terngrad":  newTernGrad,
 	"qsgd":      newQSGD,
 	"scalecom":  newScaleCom,
+	"gradiveq":  newGradiVeQ,
 }
 
 // Names lists the registered compressors, sorted.

@@ -499,6 +499,8 @@ func TestValidateAll(t *testing.T) {
 	c.Compress.TernGrad.ClipC = -1
 	c.Compress.QSGD.Levels, c.Compress.QSGD.BucketSize, c.Compress.QSGD.Norm = 0, 0, "l1"
 	c.Compress.ScaleCom.Beta, c.Compress.ScaleCom.WarmupEpochs = 0, -1
+	c.Compress.GradiVeQ.SliceSize, c.Compress.GradiVeQ.Rank, c.Compress.GradiVeQ.Lambda = 0, -1, 1
+	c.Compress.GradiVeQ.WarmupSteps, c.Compress.GradiVeQ.SampleSteps, c.Compress.GradiVeQ.CompressSteps = -1, 0, 0
 	c.Network.BandwidthGbps, c.Network.LatencyUs, c.Network.Topology = 0, -1, "mesh"
 
 	err := c.Validate()
@@ -524,6 +526,8 @@ func TestValidateAll(t *testing.T) {
 			"compress.narrow_indices",
 			"compress.dgc.momentum_correction", "compress.dgc.factor_masking", "compress.dgc.sampling",
 			"compress.adacomp.fp32_values", "compress.powersgd.error_feedback", "compress.powersgd.warm_start":
+			continue
+		case "compress.gradiveq.center", "compress.gradiveq.error_feedback":
 			continue
 		}
 		if !reported[k] {
