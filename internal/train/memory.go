@@ -212,6 +212,17 @@ func workerExtraBytesPerParam(c compress.Config) float64 {
 		comp = 12 + 2
 	case "powersgd":
 		comp = 8
+	case "qsgd":
+		comp = 1 // the encoded payload: about 4 bits an element plus a norm per bucket
+	case "terngrad":
+		comp = 0.5 // 2 bits an element
+	case "scalecom":
+		comp = 11.25 + sparse // the low-pass memory, the compensated gradient, scratch
+	case "gradiveq":
+		// Measured on the heap test's tensors; its sampling sums also hold
+		// slice_size^2 float64 values per tensor, which this per-parameter
+		// figure does not scale with.
+		comp = 19
 	default:
 		// A compressor added to the registry but not here: assume the
 		// costliest above rather than nothing.
