@@ -5,10 +5,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/gradwire/gradwire/dist"
 	"github.com/gradwire/gradwire/optim"
 )
 
@@ -35,48 +33,6 @@ func gvqConfig(k, rank, warmup, sample, comp int, center bool) Config {
 	return c
 }
 
-// gvqRun runs one exchange per step on len(grads[0]) in-process workers over
-// params and returns the exchanges, the recording members (last payload each)
-// and every worker's result per step.
-func gvqRun(t *testing.T, cfg Config, params []optim.Param, grads [][][]float32) ([]*Exchange, []*recordingMember, [][][]float32) {
-	t.Helper()
-	n := len(grads[0])
-	members, err := dist.NewLocal(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	xs := make([]*Exchange, n)
-	recs := make([]*recordingMember, n)
-	for w := range xs {
-		recs[w] = &recordingMember{Collective: members[w]}
-		info := func(step int) StepInfo { return StepInfo{Step: step, Worker: w, Workers: n} }
-		if xs[w], err = NewExchange(cfg, params, recs[w], 1, Hyper{}, info); err != nil {
-			t.Fatal(err)
-		}
-	}
-	outs := make([][][]float32, len(grads))
-	for step, gs := range grads {
-		outs[step] = make([][]float32, n)
-		errs := make([]error, n)
-		var wg sync.WaitGroup
-		for w := range xs {
-			outs[step][w] = slices.Clone(gs[w])
-			wg.Add(1)
-			go func(w int) {
-				defer wg.Done()
-				errs[w] = xs[w].Exchange(outs[step][w], step)
-			}(w)
-		}
-		wg.Wait()
-		for w, err := range errs {
-			if err != nil {
-				t.Fatalf("worker %d step %d: %v", w, step, err)
-			}
-		}
-	}
-	return xs, recs, outs
-}
-
 func gvqParam2x4() []optim.Param {
 	return []optim.Param{{Name: "w", Kind: optim.KindConv, Shape: []int{2, 4}, Value: make([]float32, 8), Grad: make([]float32, 8)}}
 }
@@ -97,7 +53,7 @@ func gvqNear(t *testing.T, what string, got []float32, want []float64, tol float
 // centring, one sampling step then one compressed step, two workers.
 func TestGradiVeQHandWorked(t *testing.T) {
 	cfg := gvqConfig(2, 1, 0, 1, 1, false)
-	xs, recs, outs := gvqRun(t, cfg, gvqParam2x4(), [][][]float32{gvqStep1, gvqStep2})
+	xs, recs, outs := exchangeSteps(t, cfg, gvqParam2x4(), [][][]float32{gvqStep1, gvqStep2})
 	// Step 0 (sampling, dense): summed S = g1 + g2 =
 	// [0.6, -0.3 | 0.4, -0.4 | -1.1, 0.4 | 0.05, 0.1]; the mean is S/2.
 	gvqNear(t, "step 0 mean", outs[0][0], []float64{0.3, -0.15, 0.2, -0.2, -0.55, 0.2, 0.025, 0.05}, 1e-7)
@@ -141,7 +97,7 @@ func TestGradiVeQHandWorked(t *testing.T) {
 func TestGradiVeQCentred(t *testing.T) {
 	cfg := gvqConfig(4, 0, 0, 2, 1, true)
 	cfg.GradiVeQ.Lambda = 0.2
-	xs, recs, outs := gvqRun(t, cfg, gvqParam2x4(), [][][]float32{gvqStep1, gvqStep2, gvqStep1})
+	xs, recs, outs := exchangeSteps(t, cfg, gvqParam2x4(), [][][]float32{gvqStep1, gvqStep2, gvqStep1})
 	// S1 = [0.6, -0.3, 0.4, -0.4 | -1.1, 0.4, 0.05, 0.1]
 	// S2 = [0.4, -0.1, 0.4, -0.2 | -0.6, 0.3, 0.05, 0.1]
 	// mu = [0.5, -0.2, 0.4, -0.3 | -0.85, 0.35, 0.05, 0.1]
@@ -169,7 +125,7 @@ func TestGradiVeQCentred(t *testing.T) {
 
 	// lambda 0.1 < 13.4% dropped: a second component is needed.
 	cfg.GradiVeQ.Lambda = 0.1
-	xs, _, _ = gvqRun(t, cfg, gvqParam2x4(), [][][]float32{gvqStep1, gvqStep2})
+	xs, _, _ = exchangeSteps(t, cfg, gvqParam2x4(), [][][]float32{gvqStep1, gvqStep2})
 	if r := gvqState(xs[0])["rank"][0]; r != 2 {
 		t.Fatalf("lambda 0.1: rank %v, want 2", r)
 	}
@@ -270,7 +226,7 @@ func TestGradiVeQWorkersAgree(t *testing.T) {
 			}
 		}
 	}
-	xs, recs, outs := gvqRun(t, cfg, params, grads)
+	xs, recs, outs := exchangeSteps(t, cfg, params, grads)
 	st0 := gvqState(xs[0])
 	for w := 1; w < n; w++ {
 		st := gvqState(xs[w])
