@@ -24,16 +24,18 @@ func newMemory(n int) *memory {
 
 // Compensate adds the residual to g in place (g becomes the compensated gradient).
 func (m *memory) Compensate(g []float32) {
+	g, c := g[:len(m.residual)], m.compensated[:len(m.residual)]
 	for i, e := range m.residual {
 		g[i] += e
+		c[i] = g[i] // one pass: the compensated copy is kept as it is made
 	}
-	copy(m.compensated, g)
 }
 
 // Update keeps what was not sent: residual = compensated - sent.
 func (m *memory) Update(sent []float32) {
+	r, sent := m.residual, sent[:len(m.compensated)]
 	for i, c := range m.compensated {
-		m.residual[i] = c - sent[i]
+		r[i] = c - sent[i]
 	}
 }
 
