@@ -74,10 +74,11 @@ type job struct {
 
 	globalBatch   int
 	stepsPerEpoch int
-	dir           *runDir // the run directory, owned by this process (rank 0)
-	dataDir       string  // the data folder the files were read from
-	dataDigest    string  // data.Source digest of the files read
-	inStep        bool    // set-up is over: the ranks may no longer fail together
+	dir           *runDir    // the run directory, owned by this process (rank 0)
+	dataDir       string     // the data folder the files were read from
+	dataDigest    string     // data.Source digest of the files read
+	inStep        bool       // set-up is over: the ranks may no longer fail together
+	ctlFlags      [2]float32 // control's stop and checkpoint flags, all-reduced under MPI
 	// The newest checkpoint written or resumed from, the same on every
 	// process: its global step and when it was written (for
 	// train.checkpoint_minutes).
@@ -480,7 +481,8 @@ func (j *job) summary(globalStep int, elapsed float64, samples int64, epochs []E
 // does not rewrite the checkpoint it started from.
 func (j *job) control(ctx context.Context, globalStep int, moved bool) (stop, due bool, err error) {
 	t := j.cfg.Train
-	flags := []float32{0, 0}
+	flags := j.ctlFlags[:] // reused: this runs every step
+	flags[0], flags[1] = 0, 0
 	if ctx.Err() != nil {
 		flags[0] = 1
 	}
