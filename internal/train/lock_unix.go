@@ -10,6 +10,10 @@ import (
 
 var errLocked = errors.New("locked")
 
+// lockOpenFlags refuses a .lock that is a symbolic link: the holder's text is
+// written into the file, which must not land wherever a planted link points.
+const lockOpenFlags = syscall.O_NOFOLLOW
+
 // lockFile takes an exclusive advisory lock on f without waiting.
 func lockFile(f *os.File) error {
 	err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)

@@ -33,7 +33,7 @@ func claimRunDir(path string, resume, overwrite bool) (*runDir, error) {
 	if err := os.MkdirAll(path, 0o755); err != nil {
 		return nil, fmt.Errorf("run directory: %w", err)
 	}
-	f, err := os.OpenFile(filepath.Join(path, lockName), os.O_CREATE|os.O_RDWR, 0o644)
+	f, err := os.OpenFile(filepath.Join(path, lockName), os.O_CREATE|os.O_RDWR|lockOpenFlags, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("run directory %s: cannot create its lock file: %w", path, err)
 	}

@@ -119,3 +119,21 @@ func TestRunDirReadOnlyFolder(t *testing.T) {
 		t.Fatalf("claim under a read-only folder: %v", err)
 	}
 }
+
+// TestRunDirLockRefusesSymlink: a .lock planted as a link to another file is
+// refused, and that file keeps its content.
+func TestRunDirLockRefusesSymlink(t *testing.T) {
+	dir, other := t.TempDir(), filepath.Join(t.TempDir(), "precious")
+	if err := os.WriteFile(other, []byte("keep me"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(other, filepath.Join(dir, lockName)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := claimRunDir(dir, false, false); err == nil || !strings.Contains(err.Error(), "lock file") {
+		t.Fatalf("claim with a planted link: %v", err)
+	}
+	if raw, _ := os.ReadFile(other); string(raw) != "keep me" {
+		t.Fatalf("the link's target was changed: %q", raw)
+	}
+}
