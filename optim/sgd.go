@@ -14,12 +14,36 @@ package optim
 // allocated as zeros gives exactly that (m*0 + d = d), so there is no special case.
 // With momentum 0 SGD keeps no buffers.
 type SGD struct {
+	sgdHyper
+	plain map[string]bool // tensors that take plain steps (PlainSteps)
+}
+
+// sgdHyper is what SGD and SGDW share: momentum (PyTorch semantics), Nesterov,
+// weight decay and whether it reaches biases and norms, and the momentum
+// buffers (slot "momentum", or no slots when momentum is 0).
+type sgdHyper struct {
 	momentum      float64
 	nesterov      bool
 	weightDecay   float64
 	decayNormBias bool
-	plain         map[string]bool // tensors that take plain steps (PlainSteps)
-	stepState                     // buffers: slot "momentum", or no slots when momentum is 0
+	stepState
+}
+
+// newSGDHyper checks c's common and momentum settings for optimizer who.
+func newSGDHyper(who string, c Config) (sgdHyper, error) {
+	if err := c.validateCommon(); err != nil {
+		return sgdHyper{}, err
+	}
+	if err := c.validateMomentum(); err != nil {
+		return sgdHyper{}, err
+	}
+	h := sgdHyper{momentum: c.Momentum, nesterov: c.Nesterov, weightDecay: c.WeightDecay, decayNormBias: c.DecayNormBias}
+	if c.Momentum > 0 {
+		h.bufs = newBuffers(who, "momentum")
+	} else {
+		h.bufs = newBuffers(who)
+	}
+	return h, nil
 }
 
 var _ Optimizer = (*SGD)(nil)
@@ -28,19 +52,11 @@ var _ Optimizer = (*SGD)(nil)
 // DecayNormBias; the learning rate itself is passed to each Step). Fields SGD does
 // not use are ignored.
 func NewSGD(c Config) (*SGD, error) {
-	if err := c.validateCommon(); err != nil {
+	h, err := newSGDHyper("sgd", c)
+	if err != nil {
 		return nil, err
 	}
-	if err := c.validateMomentum(); err != nil {
-		return nil, err
-	}
-	s := &SGD{momentum: c.Momentum, nesterov: c.Nesterov, weightDecay: c.WeightDecay, decayNormBias: c.DecayNormBias}
-	if c.Momentum > 0 {
-		s.bufs = newBuffers("sgd", "momentum")
-	} else {
-		s.bufs = newBuffers("sgd")
-	}
-	return s, nil
+	return &SGD{sgdHyper: h}, nil
 }
 
 // PlainSteps makes SGD update the named tensors with w -= lr*g, without

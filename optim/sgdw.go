@@ -12,32 +12,18 @@ package optim
 // amplify the decay and the best wd no longer moves with lr. The paper scales the
 // decay by the schedule multiplier eta_t alone; here lr carries the schedule, and
 // the decay is lr*wd*w, the form of PyTorch's AdamW. With wd 0 SGDW is SGD.
-type SGDW struct {
-	momentum      float64
-	nesterov      bool
-	weightDecay   float64
-	decayNormBias bool
-	stepState     // buffers: slot "momentum", or no slots when momentum is 0
-}
+type SGDW struct{ sgdHyper }
 
 var _ Optimizer = (*SGDW)(nil)
 
 // NewSGDW returns SGDW configured by c (Momentum, Nesterov, WeightDecay,
 // DecayNormBias; the learning rate is passed to each Step).
 func NewSGDW(c Config) (*SGDW, error) {
-	if err := c.validateCommon(); err != nil {
+	h, err := newSGDHyper("sgdw", c)
+	if err != nil {
 		return nil, err
 	}
-	if err := c.validateMomentum(); err != nil {
-		return nil, err
-	}
-	s := &SGDW{momentum: c.Momentum, nesterov: c.Nesterov, weightDecay: c.WeightDecay, decayNormBias: c.DecayNormBias}
-	if c.Momentum > 0 {
-		s.bufs = newBuffers("sgdw", "momentum")
-	} else {
-		s.bufs = newBuffers("sgdw")
-	}
-	return s, nil
+	return &SGDW{h}, nil
 }
 
 // Step applies one SGDW update with learning rate lr to every parameter. It checks
