@@ -140,6 +140,15 @@ type Compressor interface {
 	SetState(map[string][]float32) error
 }
 
+// StateSizer is a compressor whose checkpointed state can exceed twice the
+// size of the tensors it compresses (GradiVeQ's per-tensor PCA basis and
+// accumulators, LGC's autoencoder). StateValues is the most float32 values
+// State may return on one worker; a checkpoint holding more is refused as
+// damaged. Compressors without it are held to twice the parameter count.
+type StateSizer interface {
+	StateValues() int
+}
+
 // CombinedDecoder is a compressor whose last round cannot be decoded payload
 // by payload (PowerSGD: the summed Q is scaled, then multiplies the
 // aggregated P, and the residual is taken against that). The exchange hands
