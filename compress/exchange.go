@@ -20,6 +20,11 @@ type Traffic struct {
 	SteadyDense int64            `json:"steady_dense"`
 	WireByKind  map[string]int64 `json:"wire_by_kind"`
 	DenseByKind map[string]int64 `json:"dense_by_kind"`
+	// SteadyRoundWire is the compressor's steady wire bytes per round, in
+	// round order (the dense tensors' all-reduce is not in it): rounds with
+	// different collectives cost differently on a network (ScaleCom's index
+	// broadcast against its value all-reduce).
+	SteadyRoundWire []int64 `json:"steady_round_wire,omitempty"`
 }
 
 // Add accumulates another worker's traffic.
@@ -39,6 +44,12 @@ func (t *Traffic) Add(o Traffic) {
 	}
 	for k, v := range o.DenseByKind {
 		t.DenseByKind[k] += v
+	}
+	if len(t.SteadyRoundWire) < len(o.SteadyRoundWire) {
+		t.SteadyRoundWire = append(t.SteadyRoundWire, make([]int64, len(o.SteadyRoundWire)-len(t.SteadyRoundWire))...)
+	}
+	for r, v := range o.SteadyRoundWire {
+		t.SteadyRoundWire[r] += v
 	}
 }
 
@@ -235,6 +246,12 @@ func (x *Exchange) Exchange(grad []float32, step int) error {
 			prev = Combined{Bytes: all, Workers: n}
 		}
 		x.countPayload(p, r, count)
+		if n > 1 && steady {
+			if len(x.traffic.SteadyRoundWire) != x.send.needs.Rounds {
+				x.traffic.SteadyRoundWire = make([]int64, x.send.needs.Rounds)
+			}
+			x.traffic.SteadyRoundWire[r] += p.Wire
+		}
 	}
 	if err := x.send.Decompress(prev, x.out, info); err != nil {
 		return err

@@ -136,6 +136,45 @@ func (n Network) Cost(k Op, bytes int64, workers int) float64 {
 	}
 }
 
+// LinkBytes is the number of bytes that cross the busiest link in one
+// collective call of kind k in which each of the N workers contributes the
+// given bytes: on a ring, every worker's outgoing link carries
+//
+//	all-reduce  2(N-1)/N * S   (reduce-scatter, then all-gather, of S/N chunks)
+//	all-gather  (N-1) * s      (every other worker's payload passes once)
+//
+// and with a parameter server its link carries 2N*S (all-reduce: N pushes, N
+// pulls of the sum) or N*s + N*N*s (all-gather: nothing to sum). These are the
+// bandwidth terms of Cost; zero for N <= 1.
+func (n Network) LinkBytes(k Op, bytes int64, workers int) float64 {
+	if workers <= 1 {
+		return 0
+	}
+	N, s := float64(workers), float64(bytes)
+	switch ps := n.Topology == TopologyPS; {
+	case k == OpAllGather && ps:
+		return N*s + N*N*s
+	case k == OpAllGather:
+		return (N - 1) * s
+	case ps:
+		return 2 * N * s
+	default:
+		return 2 * (N - 1) / N * s
+	}
+}
+
+// StepLinkBytes is LinkBytes summed over a step's collective calls.
+func (n Network) StepLinkBytes(t StepTraffic, workers int) float64 {
+	var b float64
+	for _, s := range t.AllReduceBytes {
+		b += n.LinkBytes(OpAllReduce, s, workers)
+	}
+	for _, s := range t.AllGatherBytes {
+		b += n.LinkBytes(OpAllGather, s, workers)
+	}
+	return b
+}
+
 // StepTraffic lists the collective calls of one training step, in bytes one
 // worker contributes to each call (what byte accounting records).
 type StepTraffic struct {

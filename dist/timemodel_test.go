@@ -252,3 +252,33 @@ func ExampleNetwork_Predict() {
 	//  10 Gbit/s: comm 0.1407 s, step 0.3407 s, speed-up 4.70 (pipelined 8.00)
 	// 100 Gbit/s: comm 0.0147 s, step 0.2147 s, speed-up 7.45 (pipelined 8.00)
 }
+
+// TestLinkBytes checks the bytes on the busiest link against hand counts, and
+// that they are Cost's bandwidth term: Cost with no latency equals
+// LinkBytes / B for every collective and topology.
+func TestLinkBytes(t *testing.T) {
+	ring := Network{BandwidthGbps: 10, Topology: TopologyRing}
+	ps := Network{BandwidthGbps: 10, Topology: TopologyPS}
+	// Ring all-reduce of 800 B on 8 workers: 7 chunks of 100 B in the
+	// reduce-scatter and 7 in the all-gather leave each worker = 1400 B.
+	approxRel(t, "ring allreduce", ring.LinkBytes(OpAllReduce, 800, 8), 1400)
+	// Ring all-gather of 100 B each on 8 workers: the 7 other payloads = 700 B.
+	approxRel(t, "ring allgather", ring.LinkBytes(OpAllGather, 100, 8), 700)
+	// Server, 4 workers, 100 B: 4 pushes + 4 pulls = 800 B; gathered: 4 x 100
+	// in, 4 x 400 out = 2000 B.
+	approxRel(t, "ps allreduce", ps.LinkBytes(OpAllReduce, 100, 4), 800)
+	approxRel(t, "ps allgather", ps.LinkBytes(OpAllGather, 100, 4), 2000)
+	approxRel(t, "one worker", ring.LinkBytes(OpAllGather, 100, 1), 0)
+	for _, n := range []Network{ring, ps} {
+		for _, k := range []Op{OpAllReduce, OpAllGather} {
+			for _, w := range []int{2, 5, 64} {
+				approxRel(t, fmt.Sprintf("%s %v N=%d", n.Topology, k, w), n.LinkBytes(k, 12345, w)/n.bytesPerSecond(), n.Cost(k, 12345, w))
+			}
+		}
+	}
+	// A step: a dense all-reduce of 800 B and a gathered 100 B payload on 8 workers.
+	var st StepTraffic
+	st.Add(OpAllReduce, 800)
+	st.Add(OpAllGather, 100)
+	approxRel(t, "step", ring.StepLinkBytes(st, 8), 2100)
+}

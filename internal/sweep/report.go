@@ -138,6 +138,15 @@ func Report(dir string, warn io.Writer) (*Result, error) {
 			return nil, err
 		}
 	}
+	scaling, err := scalingPlots(name, groups)
+	if err != nil {
+		return nil, fmt.Errorf("%s: scaling plots: %w", dir, err)
+	}
+	for _, file := range slices.Sorted(maps.Keys(scaling)) {
+		if err := write(file, scaling[file]); err != nil {
+			return nil, err
+		}
+	}
 	return res, nil
 }
 
@@ -360,7 +369,7 @@ func table(name string, groups []group, missing []string, failed []failedRun) st
 	for _, m := range metrics {
 		header = append(header, m.header, m.diffHeader)
 	}
-	header = append(header, "compression ratio", "steady compression ratio")
+	header = append(header, "compression ratio", "steady compression ratio", "sent per worker-step (kB)", "busiest link per step (kB)")
 	for _, gbps := range speedUpGbps {
 		header = append(header, fmt.Sprintf("speed-up at %g Gbit/s", gbps))
 	}
@@ -409,6 +418,10 @@ func table(name string, groups []group, missing []string, failed []failedRun) st
 		// 0 is a summary written before the steady ratio existed: unknown, not zero.
 		steady := values(g, func(s *train.Summary) (float64, bool) { return s.CompressionRatioSteady, s.CompressionRatioSteady > 0 })
 		cells = append(cells, meanStd(ratio, ratioDecimals(ratio)), meanStd(steady, ratioDecimals(steady)))
+		for _, f := range []func(*train.Summary) (float64, bool){sentKB, linkKB} {
+			v := values(g, f)
+			cells = append(cells, meanStd(v, ratioDecimals(v)))
+		}
 		for _, gbps := range speedUpGbps {
 			cells = append(cells, meanStd(values(g, speedUpAt(gbps)), 2))
 		}
@@ -418,6 +431,8 @@ func table(name string, groups []group, missing []string, failed []failedRun) st
 		"Test accuracy and validation loss are those after the last epoch. " +
 		"Δ dense: difference of the means from the baseline, the first variation with compressor none and the same model, workers and global batch (blank when there is none). " +
 		"Compression ratio: bytes of dense float32 gradients over bytes sent, over the whole run; steady: after the compressor's warm-up. " +
+		"Sent per worker-step: what one worker puts on the wire in a steady step (1 kB = 1000 B). " +
+		"Busiest link per step: the bytes that cross one link in a steady step on the configured topology (a ring: (N-1) x the payload for an all-gather, 2(N-1)/N x the buffer for an all-reduce), which is what the time model charges bandwidth for. " +
 		"Speed-up at 1 and 10 Gbit/s: the time model's prediction for one machine per worker over one machine, from the measured compute time per step (blank for one worker).\n")
 	b.WriteString(optimizerBatchPivot(groups, metrics, failed))
 	fmt.Fprintf(&b, "\n%d runs, %.0f s of training in total (sum of wall_seconds). Rebuilt from the runs' summary.json by `gradwire report`.\n", runs, wall)
@@ -469,6 +484,23 @@ func values(g group, f func(*train.Summary) (float64, bool)) []float64 {
 		}
 	}
 	return out
+}
+
+// sentKB is what one worker sends per steady step, in kB.
+func sentKB(s *train.Summary) (float64, bool) {
+	if s.TimeModel == nil {
+		return 0, false
+	}
+	return float64(s.TimeModel.BytesPerWorkerStep) / 1e3, true
+}
+
+// linkKB is what crosses the busiest link per steady step, in kB (absent from
+// summaries written before it was recorded).
+func linkKB(s *train.Summary) (float64, bool) {
+	if s.TimeModel == nil || s.TimeModel.LinkBytesPerStep == 0 {
+		return 0, false
+	}
+	return float64(s.TimeModel.LinkBytesPerStep) / 1e3, true
 }
 
 // speedUpGbps are the bandwidths of the table's speed-up columns.

@@ -42,7 +42,7 @@ func classifierSummary(compressor string, seed int64, acc, ratio, steady, speedu
 		Optimizer: "sgd", Compressor: compressor, Seed: seed, TestAccuracy: ptr(acc), TestLoss: 0.3, WallSeconds: 10,
 		CompressionRatio: ratio, CompressionRatioSteady: steady,
 		CompressionRatioByKind: map[string]float64{"conv": ratio, "bias": 1},
-		TimeModel: &train.TimeModel{Topology: "ring", Predictions: []train.PredictionAt{
+		TimeModel: &train.TimeModel{Topology: "ring", BytesPerWorkerStep: int64(1e6 / ratio), LinkBytesPerStep: int64(7e6 / ratio), Predictions: []train.PredictionAt{
 			{Gbps: 1, SpeedUp: speedup, CommSeconds: 0.5}, {Gbps: 10, SpeedUp: speedup * 2}, {Gbps: 100, SpeedUp: speedup * 3}}},
 	}
 }
@@ -98,14 +98,16 @@ variations:
 	// dense: 90 and 92 -> mean 91, sample std sqrt(2) = 1.414.
 	// topk: 88 and 89 -> 88.5 ± 0.707, 2.5 points below dense; ratio 10, 12 ->
 	// 11 ± 1.414 (one decimal above 10); steady 100, 120 -> 110 ± 14; speed-up
-	// 7.5, 7.7 -> 7.60 ± 0.14, at 10 Gbit/s twice that. Invocations: 100 + 20 +
+	// 7.5, 7.7 -> 7.60 ± 0.14, at 10 Gbit/s twice that. Bytes sent per step
+	// 1e6/ratio: 100000 and 83333 B -> 91.7 ± 11.8 kB; the link 7 times that:
+	// 700000 and 583333 B -> 642 ± 82 kB. Invocations: 100 + 20 +
 	// 3 s = 123 s, the one that trained nothing has no line.
 	for _, want := range []string{
-		"| variation | model | compressor | workers | global batch | optimizer | seeds | test accuracy (%) | Δ dense (pp) | compression ratio | steady compression ratio | speed-up at 1 Gbit/s | speed-up at 10 Gbit/s |",
-		"| topk | lenet5 | topk | 8 | 256 | sgd | 1, 2 | 88.50 ± 0.71 | -2.50 | 11.0 ± 1.4 | 110 ± 14 | 7.60 ± 0.14 | 15.20 ± 0.28 |",
-		"| dense | lenet5 | none | 8 | 256 | sgd | 1, 2 | 91.00 ± 1.41 | baseline | 1.00 ± 0.00 | 1.00 ± 0.00 | 5.10 ± 0.14 | 10.20 ± 0.28 |",
-		"| fp16 | lenet5 | fp16 | 8 | 256 | sgd | 1 | 91.25 | +0.25 | 2.00 | 2.00 | 6.00 | 12.00 |",
-		"| single | lenet5 | none | 1 | 256 | sgd | 1 | 50.00 | baseline | 1.00 | 1.00 |  |  |",
+		"| variation | model | compressor | workers | global batch | optimizer | seeds | test accuracy (%) | Δ dense (pp) | compression ratio | steady compression ratio | sent per worker-step (kB) | busiest link per step (kB) | speed-up at 1 Gbit/s | speed-up at 10 Gbit/s |",
+		"| topk | lenet5 | topk | 8 | 256 | sgd | 1, 2 | 88.50 ± 0.71 | -2.50 | 11.0 ± 1.4 | 110 ± 14 | 91.7 ± 11.8 | 642 ± 82 | 7.60 ± 0.14 | 15.20 ± 0.28 |",
+		"| dense | lenet5 | none | 8 | 256 | sgd | 1, 2 | 91.00 ± 1.41 | baseline | 1.00 ± 0.00 | 1.00 ± 0.00 | 1000 ± 0 | 7000 ± 0 | 5.10 ± 0.14 | 10.20 ± 0.28 |",
+		"| fp16 | lenet5 | fp16 | 8 | 256 | sgd | 1 | 91.25 | +0.25 | 2.00 | 2.00 | 500 | 3500 | 6.00 | 12.00 |",
+		"| single | lenet5 | none | 1 | 256 | sgd | 1 | 50.00 | baseline | 1.00 | 1.00 |  |  |  |  |",
 		"- 2026-01-02T03:04:05Z: `gradwire sweep --config experiments/paper.yaml` trained 5 runs in 100 s, interrupted; v1 (go1.26, blas gonum) on cpu, 2 logical CPUs.",
 		"- 2026-01-03T00:00:00Z: `gradwire sweep --config experiments/paper.yaml` trained 1 runs in 20 s, 1 failed; v2 (go1.26, blas gonum) on cpu, 2 logical CPUs.",
 		"Sweep run time, all invocations: 123 s (0.0 h).",
@@ -125,7 +127,7 @@ variations:
 	wantHeader := "variation,seed,backend,blas,bytes_dense,bytes_sent,compression_ratio,compression_ratio_by_kind.bias,compression_ratio_by_kind.conv," +
 		"compression_ratio_steady,compressor,data_dir,dataset,epochs,global_batch,go_version,model,name,optimizer,optimizer_state_bytes_per_param,params,replicas," +
 		"samples_per_second,steps,test_accuracy,test_examples,test_loss," +
-		"time_model.bytes_per_worker_step,time_model.compute_seconds_per_step,time_model.latency_us," +
+		"time_model.bytes_per_worker_step,time_model.compute_seconds_per_step,time_model.latency_us,time_model.link_bytes_per_step," +
 		"time_model.predictions.1gbps.comm_seconds,time_model.predictions.1gbps.speedup,time_model.predictions.1gbps.step_seconds," +
 		"time_model.predictions.10gbps.comm_seconds,time_model.predictions.10gbps.speedup,time_model.predictions.10gbps.step_seconds," +
 		"time_model.predictions.100gbps.comm_seconds,time_model.predictions.100gbps.speedup,time_model.predictions.100gbps.step_seconds," +

@@ -91,10 +91,10 @@ func (l layout) maxFileSize() int64 {
 		b += int64(t.size)
 	}
 	size := int64(64 + maxMetaBytes)
-	size += (np+nb)*entry + 4*(p+b)                                                 // names, parameters, buffers
-	size += w * (4 + 4*nb + 4*b)                                                    // replica buffers
-	size += maxOptimSlots * (np*entry + 4*p)                                        // optimizer state
-	size += w * (compressorStateFactor*((np+1)*entry+4*p) + 128 + 2*maxKinds*entry) // worker state
+	size += (np+nb)*entry + 4*(p+b)                                                                   // names, parameters, buffers
+	size += w * (4 + 4*nb + 4*b)                                                                      // replica buffers
+	size += maxOptimSlots * (np*entry + 4*p)                                                          // optimizer state
+	size += w * (compressorStateFactor*((np+1)*entry+4*p) + 128 + 2*maxKinds*entry + 4 + 8*maxRounds) // worker state
 	return size
 }
 

@@ -13,9 +13,9 @@ import (
 	"strings"
 )
 
-// Checkpoint file format 2. Integers are little-endian.
+// Checkpoint file format 3. Integers are little-endian.
 //
-//	"GWCKPT" "02"       magic and format version, ASCII
+//	"GWCKPT" "03"       magic and format version, ASCII
 //	u32 n, meta (n)     position, records and config: small, so that pruning
 //	                    reads it without the tensors
 //	body                tensors, optimizer and worker state
@@ -30,11 +30,16 @@ import (
 // The decoder trusts no count: each is checked against the bytes left and
 // against the model's layout before anything is allocated, so a damaged or
 // crafted file fails with an error naming the field instead of exhausting memory.
-// Format 1 was a gob payload, which trusted its counts; it is refused.
+// Format 1 was a gob payload, which trusted its counts; it is refused. Format
+// 2 lacks the workers' per-round traffic (Traffic.SteadyRoundWire); it is
+// read, and a run resumed from it predicts its step time from the rounds'
+// average.
 const (
 	checkpointMagic  = "GWCKPT"
-	checkpointFormat = "02"
+	checkpointFormat = "03"
+	format2          = "02"
 	gobFormat        = "01"
+	maxRounds        = 16 // collective rounds of one compressor step (PowerSGD and ScaleCom have two)
 	headerBytes      = len(checkpointMagic) + len(checkpointFormat) + 4
 )
 
@@ -165,6 +170,10 @@ func encodeWorker(e *encoder, w workerState) {
 			e.i64(m[k])
 		}
 	}
+	e.count(len(t.SteadyRoundWire))
+	for _, v := range t.SteadyRoundWire {
+		e.i64(v)
+	}
 }
 
 // encodeWorkerState is one worker's exchange state as sent between processes.
@@ -201,7 +210,7 @@ func decodeCheckpoint(raw []byte, want layout) (*checkpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &decoder{b: body}
+	d := &decoder{b: body, format2: string(raw[len(checkpointMagic):headerBytes-4]) == format2}
 	d.body(c, want)
 	if d.err != nil {
 		return nil, d.err
@@ -222,7 +231,7 @@ func checkHeader(head []byte) error {
 		return &damagedError{"corrupt or truncated (cut short in the header)"}
 	}
 	switch v := string(head[n : n+len(checkpointFormat)]); v {
-	case checkpointFormat:
+	case checkpointFormat, format2:
 		return nil
 	case gobFormat:
 		return fmt.Errorf("written by an older version of gradwire (checkpoint format %s); this version reads format %s: start the run afresh or finish it with the version that wrote it",
@@ -448,6 +457,14 @@ func (d *decoder) worker(field string, want layout) workerState {
 	}
 	t.WireByKind = d.kindMap(field + ".Traffic.WireByKind")
 	t.DenseByKind = d.kindMap(field + ".Traffic.DenseByKind")
+	if !d.format2 {
+		if n := d.count(field+".Traffic.SteadyRoundWire", 8, maxRounds); n > 0 {
+			t.SteadyRoundWire = make([]int64, n)
+			for r := range t.SteadyRoundWire {
+				t.SteadyRoundWire[r] = d.nonNeg64(fmt.Sprintf("%s.Traffic.SteadyRoundWire[%d]", field, r))
+			}
+		}
+	}
 	if d.err != nil {
 		return workerState{}
 	}
@@ -546,10 +563,11 @@ func (e *encoder) floatMap(m map[string][]float32) {
 // the field; later reads return zero values, so decoding code reads straight
 // through and checks d.err where it would allocate or index.
 type decoder struct {
-	b      []byte
-	off    int
-	err    error
-	prefix string // put before field names in errors
+	b       []byte
+	off     int
+	err     error
+	prefix  string // put before field names in errors
+	format2 bool   // a format-2 body: no per-round traffic
 }
 
 func (d *decoder) failf(field, format string, args ...any) {

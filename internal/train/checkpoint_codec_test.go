@@ -172,6 +172,8 @@ func TestCheckpointRejects(t *testing.T) {
 		}, `field Workers[0].Compressor["u"]: 26 values, expected at most 26 (the parameter count) and 52 in all`},
 		{"negative traffic", func(c *checkpoint) { c.Workers[0].Traffic.Wire = -8 }, "field Workers[0].Traffic.Wire: -8"},
 		{"negative traffic by kind", func(c *checkpoint) { c.Workers[1].Traffic.DenseByKind["bias"] = -1 }, `field Workers[1].Traffic.DenseByKind["bias"]: -1`},
+		{"negative round traffic", func(c *checkpoint) { c.Workers[1].Traffic.SteadyRoundWire[1] = -3 }, "field Workers[1].Traffic.SteadyRoundWire[1]: -3"},
+		{"too many rounds", func(c *checkpoint) { c.Workers[0].Traffic.SteadyRoundWire = make([]int64, 17) }, "field Workers[0].Traffic.SteadyRoundWire: 17 entries, expected at most 16"},
 	}
 	for _, tc := range cases {
 		c := fullCheckpoint(l)
@@ -271,7 +273,7 @@ func TestCheckpointIntegrity(t *testing.T) {
 	}
 	v1 := frame(append([]byte("GWCKPT01"), gobPayload.Bytes()...))
 	newer := slices.Clone(raw)
-	copy(newer[6:], "03")
+	copy(newer[6:], "04")
 	cases := []struct {
 		name    string
 		raw     []byte
@@ -283,8 +285,8 @@ func TestCheckpointIntegrity(t *testing.T) {
 		{"empty", nil, "corrupt or truncated (0 bytes", true},
 		{"header only", raw[:headerBytes], "corrupt or truncated (12 bytes", true},
 		{"not a checkpoint", []byte("hello, world"), `not a gradwire checkpoint (expected it to start with "GWCKPT")`, true},
-		{"format 1", v1, "written by an older version of gradwire (checkpoint format 01); this version reads format 02", false},
-		{"format 3", newer, `checkpoint format "03", this version of gradwire reads format 02`, false},
+		{"format 1", v1, "written by an older version of gradwire (checkpoint format 01); this version reads format 03", false},
+		{"format 4", newer, `checkpoint format "04", this version of gradwire reads format 03`, false},
 	}
 	for _, tc := range cases {
 		_, err := decodeCheckpoint(tc.raw, l)
@@ -442,5 +444,45 @@ func TestResumeRefusesBadCheckpoint(t *testing.T) {
 		if after, _ := os.ReadFile(metrics); !bytes.Equal(after, before) {
 			t.Errorf("a refused resume changed metrics.jsonl (%d bytes, was %d)", len(after), len(before))
 		}
+	}
+}
+
+// TestReadsFormat2 decodes a format-2 file, which ends each worker's state
+// after its per-kind traffic: built from a format-3 encoding without the
+// per-round traffic by dropping each worker's trailing zero round count.
+func TestReadsFormat2(t *testing.T) {
+	l := testLayout()
+	c := fullCheckpoint(l)
+	for i := range c.Workers {
+		c.Workers[i].Traffic.SteadyRoundWire = nil
+	}
+	raw := encodeValid(t, c)
+	body := raw[:len(raw)-4] // without the CRC
+	tail := 0
+	for _, w := range c.Workers {
+		tail += len(encodeWorkerState(w))
+	}
+	workers := body[len(body)-tail:]
+	v2 := slices.Clone(body[:len(body)-tail])
+	copy(v2[len(checkpointMagic):], format2)
+	for _, w := range c.Workers {
+		n := len(encodeWorkerState(w))
+		if !bytes.Equal(workers[n-4:n], []byte{0, 0, 0, 0}) {
+			t.Fatalf("worker state does not end with an empty round count: % x", workers[n-4:n])
+		}
+		v2 = append(v2, workers[:n-4]...)
+		workers = workers[n:]
+	}
+	got, err := decodeCheckpoint(frame(v2), l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, c) {
+		t.Errorf("format 2 decodes to\n%+v\nexpected\n%+v", got.Workers, c.Workers)
+	}
+	// The same bytes labelled format 3 lack the round counts: refused.
+	copy(v2[len(checkpointMagic):], checkpointFormat)
+	if _, err := decodeCheckpoint(frame(v2), l); err == nil {
+		t.Error("a format-2 body labelled format 3 decoded")
 	}
 }

@@ -100,7 +100,8 @@ func fullCheckpoint(l layout) *checkpoint {
 		c.Workers = append(c.Workers, workerState{
 			Compressor: map[string][]float32{"residual": seq(float32(w), l.numParams), "q": seq(-1, 5)},
 			Traffic: compress.Traffic{Steps: 23, SteadySteps: 13, DenseStep: 24, Wire: 1000 + int64(w), Dense: 2000, SteadyWire: 600, SteadyDense: 1300,
-				WireByKind: map[string]int64{"linear": 900, "bias": 100}, DenseByKind: map[string]int64{"linear": 1800, "bias": 200}},
+				WireByKind: map[string]int64{"linear": 900, "bias": 100}, DenseByKind: map[string]int64{"linear": 1800, "bias": 200},
+				SteadyRoundWire: []int64{200, 400 + int64(w)}},
 		})
 	}
 	return c

@@ -299,12 +299,21 @@ func (j *job) fillTraffic(s *Summary, workers []workerState) {
 	if c := j.exchanges[0].Compressor(); c != nil {
 		needs := c.Needs()
 		rounds := int64(needs.Rounds)
+		// Each round at its own collective and its measured bytes, averaged
+		// over the workers (ScaleCom's index broadcast is the leader's alone);
+		// a run resumed from a checkpoint without them splits evenly.
+		perRound := len(t.SteadyRoundWire) == needs.Rounds && t.SteadySteps > 0
 		for r := int64(0); r < rounds; r++ {
-			traffic.Add(needs.Op(int(r)), (perStep-t.DenseStep)/rounds)
+			b := (perStep - t.DenseStep) / rounds
+			if perRound {
+				b = t.SteadyRoundWire[r] / t.SteadySteps
+			}
+			traffic.Add(needs.Op(int(r)), b)
 		}
 	}
 	compute := j.computeS / float64(j.computeN)
-	tm := &TimeModel{ComputeSecondsPerStep: compute, BytesPerWorkerStep: perStep, Topology: net.Topology, LatencyUs: net.LatencyUs}
+	tm := &TimeModel{ComputeSecondsPerStep: compute, BytesPerWorkerStep: perStep, Topology: net.Topology, LatencyUs: net.LatencyUs,
+		LinkBytesPerStep: int64(math.Round(net.StepLinkBytes(traffic, n)))}
 	for _, gbps := range []float64{1, 10, 100} {
 		p := net.At(gbps).Predict(compute, traffic, n, false)
 		tm.Predictions = append(tm.Predictions, PredictionAt{Gbps: gbps, CommSeconds: p.CommSeconds, StepSeconds: p.StepSeconds, SpeedUp: p.SpeedUp})

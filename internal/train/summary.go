@@ -59,11 +59,15 @@ type Summary struct {
 // time of one worker's step plus the predicted communication on a cluster of
 // `workers` machines, at 1, 10 and 100 Gbit/s.
 type TimeModel struct {
-	ComputeSecondsPerStep float64        `json:"compute_seconds_per_step"`
-	BytesPerWorkerStep    int64          `json:"bytes_per_worker_step"`
-	Topology              string         `json:"topology"`
-	LatencyUs             float64        `json:"latency_us"`
-	Predictions           []PredictionAt `json:"predictions"`
+	ComputeSecondsPerStep float64 `json:"compute_seconds_per_step"`
+	BytesPerWorkerStep    int64   `json:"bytes_per_worker_step"` // what one worker sends per steady step
+	// LinkBytesPerStep is what crosses the busiest link per steady step for
+	// the topology and each round's collective: (N-1) x the payload for an
+	// all-gather on a ring, 2(N-1)/N x the buffer for an all-reduce.
+	LinkBytesPerStep int64          `json:"link_bytes_per_step"`
+	Topology         string         `json:"topology"`
+	LatencyUs        float64        `json:"latency_us"`
+	Predictions      []PredictionAt `json:"predictions"`
 }
 
 // PredictionAt is the time model's prediction at one bandwidth.
