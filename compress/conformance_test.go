@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"sync"
 	"testing"
 
@@ -48,6 +49,10 @@ func conformanceConfig(name string) Config {
 	c.DGC.WarmupEpochs = 0
 	c.PowerSGD.StartIter = 0
 	c.PowerSGD.Rank = 2
+	// GradiVeQ: steps 0-1 sampled (dense), 2-4 compressed, 5-6 sampled, ...;
+	// slices of 64 (the last of each tensor zero-padded) keep the PCA small.
+	c.GradiVeQ.WarmupSteps, c.GradiVeQ.SampleSteps, c.GradiVeQ.CompressSteps = 0, 2, 3
+	c.GradiVeQ.SliceSize = 64
 	return c
 }
 
@@ -342,6 +347,111 @@ func TestStateRoundTrip(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestResumeEqualsUninterrupted: workers rebuilt from every worker's State
+// and Traffic after `cut` steps, as a resumed run rebuilds them from a
+// checkpoint (through JSON, which carries no NaN, so a state must not hold
+// one by construction), go on exactly as the uninterrupted workers do: the
+// same means bit for bit, the same traffic and the same final state. The
+// cuts fall after step 0, 2 and 5; for GradiVeQ (see conformanceConfig)
+// inside its first sampling phase, inside a compressed phase and inside its
+// second sampling phase.
+func TestResumeEqualsUninterrupted(t *testing.T) {
+	const n, steps = 2, 8
+	for _, name := range Names() {
+		for _, cut := range []int{1, 3, 6} {
+			t.Run(fmt.Sprintf("%s/cut=%d", name, cut), func(t *testing.T) {
+				want := runWorkers(t, name, n, steps)
+				head := runWorkers(t, name, n, cut)
+				resumed := resumeWorkers(t, name, head, steps)
+				for w := range n {
+					for s := cut; s < steps; s++ {
+						for i, v := range resumed[w].outs[s-cut] {
+							if math.Float32bits(v) != math.Float32bits(want[w].outs[s][i]) {
+								t.Fatalf("worker %d step %d: resumed mean [%d] = %v, uninterrupted %v", w, s, i, v, want[w].outs[s][i])
+							}
+						}
+					}
+					if got, wt := resumed[w].x.Traffic(), want[w].x.Traffic(); !reflect.DeepEqual(got, wt) {
+						t.Fatalf("worker %d: resumed traffic %+v, uninterrupted %+v", w, got, wt)
+					}
+					if got, wt := resumed[w].x.State(), want[w].x.State(); !reflect.DeepEqual(got, wt) {
+						t.Fatalf("worker %d: the resumed run ends with another state", w)
+					}
+				}
+			})
+		}
+	}
+}
+
+// resumeWorkers builds fresh workers from head's state (through JSON) and
+// traffic and runs them from step len(head[0].outs) to steps on runWorkers'
+// gradients; outs[i] is step len(head[0].outs)+i.
+func resumeWorkers(t *testing.T, name string, head []*workerRun, steps int) []*workerRun {
+	t.Helper()
+	from := len(head[0].outs)
+	params := conformanceParams()
+	size := 0
+	for _, p := range params {
+		size += len(p.Value)
+	}
+	flatParams := make([]float32, size)
+	for i := range flatParams {
+		flatParams[i] = float32(math.Sin(float64(i)))
+	}
+	n := len(head)
+	members, err := dist.NewLocal(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := make([]*workerRun, n)
+	for w := range runs {
+		info := func(step int) StepInfo {
+			return StepInfo{Step: step, StepsPerEpoch: 10, Worker: w, Workers: n, Params: flatParams}
+		}
+		x, err := NewExchange(conformanceConfig(name), params, members[w], 42, Hyper{Momentum: 0.9, WeightDecay: 1e-4}, info)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := json.Marshal(head[w].x.State())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st map[string][]float32
+		if err := json.Unmarshal(b, &st); err != nil {
+			t.Fatal(err)
+		}
+		if err := x.SetState(st); err != nil {
+			t.Fatalf("worker %d: %v", w, err)
+		}
+		x.SetTraffic(head[w].x.Traffic())
+		runs[w] = &workerRun{x: x}
+	}
+	for step := from; step < steps; step++ {
+		var wg sync.WaitGroup
+		errs := make([]error, n)
+		for w, r := range runs {
+			rng := rand.New(rand.NewPCG(uint64(step), uint64(w))) // runWorkers' gradients
+			g := make([]float32, size)
+			for i := range g {
+				g[i] = float32(rng.NormFloat64())
+			}
+			wg.Add(1)
+			go func(w int, r *workerRun, g []float32) {
+				defer wg.Done()
+				errs[w] = r.x.Exchange(g, step)
+				r.outs = append(r.outs, g)
+			}(w, r, g)
+		}
+		wg.Wait()
+		for w, err := range errs {
+			if err != nil {
+				t.Fatalf("%s: resumed worker %d step %d: %v", name, w, step, err)
+			}
+		}
+	}
+	return runs
 }
 
 // recordingMember keeps a copy of the last payload this worker handed to the
