@@ -66,6 +66,14 @@ type workerRun struct {
 // gradients and returns each worker's record.
 func runWorkers(t *testing.T, name string, n, steps int) []*workerRun {
 	t.Helper()
+	runs := newWorkerRuns(t, name, n)
+	stepWorkers(t, name, runs, 0, steps)
+	return runs
+}
+
+// newWorkerRuns builds n in-process workers' exchanges for name.
+func newWorkerRuns(t *testing.T, name string, n int) []*workerRun {
+	t.Helper()
 	params := conformanceParams()
 	size := 0
 	for _, p := range params {
@@ -90,8 +98,18 @@ func runWorkers(t *testing.T, name string, n, steps int) []*workerRun {
 		}
 		runs[w] = &workerRun{x: x}
 	}
+	return runs
+}
+
+// stepWorkers runs steps from..to-1 on runs, each worker's gradient drawn
+// from a generator seeded by (step, worker), appending to the records, and
+// checks the error-feedback invariants after each step.
+func stepWorkers(t *testing.T, name string, runs []*workerRun, from, to int) {
+	t.Helper()
+	n := len(runs)
+	size := len(runs[0].x.dbuf) + len(runs[0].x.cbuf)
 	prevResidual := make([][]float32, n)
-	for step := 0; step < steps; step++ {
+	for step := from; step < to; step++ {
 		for w, r := range runs {
 			if ef := r.x.Feedback(); ef != nil {
 				prevResidual[w] = append(prevResidual[w][:0], ef.Residual()...)
@@ -125,12 +143,13 @@ func runWorkers(t *testing.T, name string, n, steps int) []*workerRun {
 				continue
 			}
 			c, s, e := ef.Compensated(), ef.Sent(), ef.Residual()
+			grad := r.grads[len(r.grads)-1]
 			// Error feedback adds the previous residual to the new gradient
 			// (compressors that apply momentum first accumulate velocity instead).
 			if !r.x.Compressor().Needs().OwnsMomentum {
 				for _, tn := range r.x.packed {
 					for i := 0; i < tn.Size; i++ {
-						want := r.grads[step][tn.FlatOffset+i] + prevResidual[w][tn.Offset+i]
+						want := grad[tn.FlatOffset+i] + prevResidual[w][tn.Offset+i]
 						if d := math.Abs(float64(c[tn.Offset+i] - want)); d > 1e-5*(1+math.Abs(float64(want))) {
 							t.Fatalf("%s: worker %d step %d: compensated %s[%d] = %v, want gradient + previous residual = %v",
 								name, w, step, tn.Name, i, c[tn.Offset+i], want)
@@ -145,7 +164,6 @@ func runWorkers(t *testing.T, name string, n, steps int) []*workerRun {
 			}
 		}
 	}
-	return runs
 }
 
 func TestConformance(t *testing.T) {
@@ -390,30 +408,8 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 // gradients; outs[i] is step len(head[0].outs)+i.
 func resumeWorkers(t *testing.T, name string, head []*workerRun, steps int) []*workerRun {
 	t.Helper()
-	from := len(head[0].outs)
-	params := conformanceParams()
-	size := 0
-	for _, p := range params {
-		size += len(p.Value)
-	}
-	flatParams := make([]float32, size)
-	for i := range flatParams {
-		flatParams[i] = float32(math.Sin(float64(i)))
-	}
-	n := len(head)
-	members, err := dist.NewLocal(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runs := make([]*workerRun, n)
-	for w := range runs {
-		info := func(step int) StepInfo {
-			return StepInfo{Step: step, StepsPerEpoch: 10, Worker: w, Workers: n, Params: flatParams}
-		}
-		x, err := NewExchange(conformanceConfig(name), params, members[w], 42, Hyper{Momentum: 0.9, WeightDecay: 1e-4}, info)
-		if err != nil {
-			t.Fatal(err)
-		}
+	runs := newWorkerRuns(t, name, len(head))
+	for w, r := range runs {
 		b, err := json.Marshal(head[w].x.State())
 		if err != nil {
 			t.Fatal(err)
@@ -422,35 +418,12 @@ func resumeWorkers(t *testing.T, name string, head []*workerRun, steps int) []*w
 		if err := json.Unmarshal(b, &st); err != nil {
 			t.Fatal(err)
 		}
-		if err := x.SetState(st); err != nil {
+		if err := r.x.SetState(st); err != nil {
 			t.Fatalf("worker %d: %v", w, err)
 		}
-		x.SetTraffic(head[w].x.Traffic())
-		runs[w] = &workerRun{x: x}
+		r.x.SetTraffic(head[w].x.Traffic())
 	}
-	for step := from; step < steps; step++ {
-		var wg sync.WaitGroup
-		errs := make([]error, n)
-		for w, r := range runs {
-			rng := rand.New(rand.NewPCG(uint64(step), uint64(w))) // runWorkers' gradients
-			g := make([]float32, size)
-			for i := range g {
-				g[i] = float32(rng.NormFloat64())
-			}
-			wg.Add(1)
-			go func(w int, r *workerRun, g []float32) {
-				defer wg.Done()
-				errs[w] = r.x.Exchange(g, step)
-				r.outs = append(r.outs, g)
-			}(w, r, g)
-		}
-		wg.Wait()
-		for w, err := range errs {
-			if err != nil {
-				t.Fatalf("%s: resumed worker %d step %d: %v", name, w, step, err)
-			}
-		}
-	}
+	stepWorkers(t, name, runs, len(head[0].outs), steps)
 	return runs
 }
 

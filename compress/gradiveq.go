@@ -609,9 +609,9 @@ const (
 
 // gvqWords is the number of float32 words a float64 is stored in: its 64
 // bits as three integers below 2^22, each exact in a float32. Two words
-// holding the raw bits would be smaller, but some bit patterns are NaN and
-// infinities, which do not survive every encoding of a state (JSON) and read
-// as damage; small integers always do.
+// holding the raw bits would be smaller, but some of those words would be
+// NaN or infinite, which JSON cannot carry and arithmetic on the way may
+// change; small integers survive any carrier of float32 values.
 const gvqWords = 3
 
 // gvqPutF64 stores v's bits in w[0:3] (22, 22 and 20 bits, low first).

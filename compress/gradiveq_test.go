@@ -216,21 +216,7 @@ func TestGradiVeQWorkersAgree(t *testing.T) {
 	cfg := gvqConfig(16, 2, 1, 2, 4, true) // step 0 warm-up, 1-2 sampled, 3-6 compressed
 	cfg.MinSize = 64                       // small.w (20 values) travels dense
 	params := conformanceParams()
-	size := 0
-	for _, p := range params {
-		size += len(p.Value)
-	}
-	grads := make([][][]float32, steps)
-	for s := range grads {
-		grads[s] = make([][]float32, n)
-		for w := range grads[s] {
-			rng := rand.New(rand.NewPCG(uint64(s), uint64(w)))
-			grads[s][w] = make([]float32, size)
-			for i := range grads[s][w] {
-				grads[s][w][i] = float32(rng.NormFloat64())
-			}
-		}
-	}
+	grads := gvqGrads(params, steps, n, 0)
 	xs, recs, outs := exchangeSteps(t, cfg, params, grads)
 	st0 := gvqState(xs[0])
 	for w := 1; w < n; w++ {
@@ -268,22 +254,7 @@ func TestGradiVeQWorkersAgree(t *testing.T) {
 			}
 		}
 	}
-	// The last step's payloads decoded one by one and summed.
-	info := StepInfo{Step: steps - 1, Workers: n}
-	sum := make([]float32, c.size)
-	for _, r := range recs {
-		if err := c.DecodeAdd(Payload{Floats: r.floats}, sum, info); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, tn := range xs[0].packed {
-		for i := 0; i < tn.Size; i++ {
-			got, want := outs[steps-1][0][tn.FlatOffset+i], sum[tn.Offset+i]/n
-			if math.Abs(float64(got-want)) > 1e-5 {
-				t.Fatalf("%s[%d]: exchanged %v, payloads decoded one by one %v", tn.Name, i, got, want)
-			}
-		}
-	}
+	gvqDecodedOneByOne(t, xs, recs, outs)
 	// Bytes: the dense tensors every step; the compressed ones dense on the
 	// 3 uncompressed steps and 4 x 2 x 93 coefficients on the 4 others.
 	denseTensors := int64(4 * len(xs[0].dbuf))
@@ -347,21 +318,7 @@ func TestGradiVeQOldStateResumesDense(t *testing.T) {
 func TestGradiVeQResumeExact(t *testing.T) {
 	const n, steps = 3, 11
 	params := conformanceParams()
-	size := 0
-	for _, p := range params {
-		size += len(p.Value)
-	}
-	grads := make([][][]float32, steps)
-	for s := range grads {
-		grads[s] = make([][]float32, n)
-		for w := range grads[s] {
-			rng := rand.New(rand.NewPCG(uint64(s)+100, uint64(w)))
-			grads[s][w] = make([]float32, size)
-			for i := range grads[s][w] {
-				grads[s][w][i] = float32(rng.NormFloat64())
-			}
-		}
-	}
+	grads := gvqGrads(params, steps, n, 100)
 	for _, bits := range []int{0, 4} {
 		cfg := gvqConfig(16, 0, 1, 3, 3, true)
 		cfg.MinSize = 64
@@ -552,6 +509,54 @@ func TestGradiVeQSetStateRefuses(t *testing.T) {
 	if st := c.State(); !slices.Equal(st["pca"], pca) || !slices.Equal(st["samples"], []float32{1}) {
 		t.Fatalf("state after restoring samples: %v", slices.Sorted(maps.Keys(st)))
 	}
+}
+
+// gvqDecodedOneByOne checks the last step of an exchangeSteps run: every
+// worker's mean is the same, and is what the workers' payloads (as handed to
+// the collective) decode to one by one, summed, over N (to float32 rounding).
+func gvqDecodedOneByOne(t *testing.T, xs []*Exchange, recs []*recordingMember, outs [][][]float32) {
+	t.Helper()
+	c, last, n := xs[0].Compressor().(*gradiVeQ), len(outs)-1, len(xs)
+	sum := make([]float32, c.size)
+	for _, r := range recs {
+		if err := c.DecodeAdd(Payload{Floats: r.floats}, sum, StepInfo{Step: last, Workers: n}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tn := range xs[0].packed {
+		for i := 0; i < tn.Size; i++ {
+			got, want := outs[last][0][tn.FlatOffset+i], sum[tn.Offset+i]/float32(n)
+			for w := 1; w < n; w++ {
+				if math.Float32bits(outs[last][w][tn.FlatOffset+i]) != math.Float32bits(got) {
+					t.Fatalf("%s[%d]: worker %d's mean differs from worker 0's", tn.Name, i, w)
+				}
+			}
+			if math.Abs(float64(got-want)) > 1e-5 {
+				t.Fatalf("%s[%d]: exchanged %v, payloads decoded one by one %v", tn.Name, i, got, want)
+			}
+		}
+	}
+}
+
+// gvqGrads is n workers' flat gradients over params for steps steps,
+// grads[s][w] drawn from a generator seeded by (s + seed, w).
+func gvqGrads(params []optim.Param, steps, n int, seed uint64) [][][]float32 {
+	size := 0
+	for _, p := range params {
+		size += len(p.Value)
+	}
+	grads := make([][][]float32, steps)
+	for s := range grads {
+		grads[s] = make([][]float32, n)
+		for w := range grads[s] {
+			rng := rand.New(rand.NewPCG(uint64(s)+seed, uint64(w)))
+			grads[s][w] = make([]float32, size)
+			for i := range grads[s][w] {
+				grads[s][w][i] = float32(rng.NormFloat64())
+			}
+		}
+	}
+	return grads
 }
 
 // gvqState is a worker's fitted basis (rank columns per tensor, one after the
@@ -773,21 +778,7 @@ func TestGradiVeQQuantizedExchange(t *testing.T) {
 	cfg := gvqConfig(16, 2, 1, 2, 3, true)
 	cfg.MinSize, cfg.GradiVeQ.QuantizeBits = 64, bits
 	params := conformanceParams()
-	size := 0
-	for _, p := range params {
-		size += len(p.Value)
-	}
-	grads := make([][][]float32, steps)
-	for st := range grads {
-		grads[st] = make([][]float32, n)
-		for w := range grads[st] {
-			rng := rand.New(rand.NewPCG(uint64(st), uint64(w)))
-			grads[st][w] = make([]float32, size)
-			for i := range grads[st][w] {
-				grads[st][w][i] = float32(rng.NormFloat64())
-			}
-		}
-	}
+	grads := gvqGrads(params, steps, n, 0)
 	xs, recs, outs := exchangeSteps(t, cfg, params, grads)
 	c := xs[0].Compressor().(*gradiVeQ)
 	if nd := c.Needs(); nd.Rounds != 2 || nd.Op(0) != dist.OpAllGather || nd.Op(1) != dist.OpAllReduce {
@@ -796,7 +787,8 @@ func TestGradiVeQQuantizedExchange(t *testing.T) {
 	denseTensors, packed := int64(4*len(xs[0].dbuf)), int64(4*len(xs[0].cbuf))
 	const perStep = 8 + 23 + 94
 	tr := xs[0].Traffic()
-	if want := steps*denseTensors + 3*packed + 3*perStep; tr.Wire != want || tr.SteadyWire != 3*(denseTensors+perStep) {
+	if want := steps*denseTensors + 3*packed + 3*perStep; tr.Wire != want || tr.SteadyWire != 3*(denseTensors+perStep) ||
+		tr.Dense != steps*(denseTensors+packed) {
 		t.Fatalf("traffic %+v: want %d B in all, 3 steady steps of %d B", tr, want, denseTensors+perStep)
 	}
 	if recs[0].gathered != 3*8 {
@@ -822,24 +814,7 @@ func TestGradiVeQQuantizedExchange(t *testing.T) {
 	if wire != 23+94 {
 		t.Fatalf("packed levels %d B, want 117", wire)
 	}
-	info := StepInfo{Step: steps - 1, Workers: n}
-	sum := make([]float32, c.size)
-	for _, r := range recs {
-		if err := c.DecodeAdd(Payload{Floats: r.floats}, sum, info); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, tn := range xs[0].packed {
-		for i := 0; i < tn.Size; i++ {
-			got := outs[steps-1][0][tn.FlatOffset+i]
-			if got != outs[steps-1][1][tn.FlatOffset+i] {
-				t.Fatalf("%s[%d]: the workers' means differ", tn.Name, i)
-			}
-			if want := sum[tn.Offset+i] / n; math.Abs(float64(got-want)) > 1e-5 {
-				t.Fatalf("%s[%d]: exchanged %v, payloads decoded one by one %v", tn.Name, i, got, want)
-			}
-		}
-	}
+	gvqDecodedOneByOne(t, xs, recs, outs)
 	// A non-finite gradient leaves no scale: every worker refuses the step.
 	good, bad := make([]float32, c.size), make([]float32, c.size)
 	bad[0] = float32(math.Inf(1)) // conv.w

@@ -58,15 +58,7 @@ func TestMPITrainingEqualsLocal(t *testing.T) {
 		if got.Backend != "mpi" || got.Workers != 4 || got.Steps != local.Steps || got.BytesSent != local.BytesSent {
 			t.Errorf("-np %d: summary %+v, local %+v", np, got, local)
 		}
-		if d := math.Abs(got.TestLoss-local.TestLoss) / local.TestLoss; d > 1e-4 {
-			t.Errorf("-np %d: test loss %v, local backend %v", np, got.TestLoss, local.TestLoss)
-		}
-		if math.Abs(*got.TestAccuracy-*local.TestAccuracy) > 1.5/64 {
-			t.Errorf("-np %d: test accuracy %v, local backend %v", np, *got.TestAccuracy, *local.TestAccuracy)
-		}
-		if d := math.Abs(got.TrainLossFinal-local.TrainLossFinal) / local.TrainLossFinal; d > 1e-4 {
-			t.Errorf("-np %d: train loss %v, local backend %v", np, got.TrainLossFinal, local.TrainLossFinal)
-		}
+		sameLosses(t, np, got, local)
 		t.Logf("-np %d: test loss %.6f (local %.6f), accuracy %.4f (local %.4f)", np, got.TestLoss, local.TestLoss,
 			*got.TestAccuracy, *local.TestAccuracy)
 		// Only rank 0 writes the run directory (and holds its lock).
@@ -126,19 +118,27 @@ func TestMPICompressedTrainingEqualsLocal(t *testing.T) {
 					got.CompressionRatio != local.CompressionRatio || got.CompressionRatioSteady != local.CompressionRatioSteady {
 					t.Errorf("-np %d: summary %+v, local %+v", np, got, local)
 				}
-				if d := math.Abs(got.TestLoss-local.TestLoss) / local.TestLoss; d > 1e-4 {
-					t.Errorf("-np %d: test loss %v, local backend %v", np, got.TestLoss, local.TestLoss)
-				}
-				if math.Abs(*got.TestAccuracy-*local.TestAccuracy) > 1.5/64 {
-					t.Errorf("-np %d: test accuracy %v, local backend %v", np, *got.TestAccuracy, *local.TestAccuracy)
-				}
-				if d := math.Abs(got.TrainLossFinal-local.TrainLossFinal) / local.TrainLossFinal; d > 1e-4 {
-					t.Errorf("-np %d: train loss %v, local backend %v", np, got.TrainLossFinal, local.TrainLossFinal)
-				}
+				sameLosses(t, np, got, local)
 				t.Logf("-np %d: %d bytes sent, compression ratio %.3f (steady %.3f), test loss %.6f (local %.6f)", np, got.BytesSent,
 					got.CompressionRatio, got.CompressionRatioSteady, got.TestLoss, local.TestLoss)
 			}
 		})
+	}
+}
+
+// sameLosses fails t unless the run under mpirun -np np ended like the local
+// backend's within float32 rounding: the losses to 1e-4 relative, the
+// accuracy within 1.5 of the 64 test examples.
+func sameLosses(t *testing.T, np int, got, local *Summary) {
+	t.Helper()
+	if d := math.Abs(got.TestLoss-local.TestLoss) / local.TestLoss; d > 1e-4 {
+		t.Errorf("-np %d: test loss %v, local backend %v", np, got.TestLoss, local.TestLoss)
+	}
+	if math.Abs(*got.TestAccuracy-*local.TestAccuracy) > 1.5/64 {
+		t.Errorf("-np %d: test accuracy %v, local backend %v", np, *got.TestAccuracy, *local.TestAccuracy)
+	}
+	if d := math.Abs(got.TrainLossFinal-local.TrainLossFinal) / local.TrainLossFinal; d > 1e-4 {
+		t.Errorf("-np %d: train loss %v, local backend %v", np, got.TrainLossFinal, local.TrainLossFinal)
 	}
 }
 
