@@ -144,7 +144,7 @@ func sameLosses(t *testing.T, np int, got, local *Summary) {
 
 func TestMPITrainingWorker(t *testing.T) {
 	if !mpitest.Worker() {
-		t.Skip("run by TestMPITrainingEqualsLocal under mpirun")
+		t.Skip("run by TestMPITrainingEqualsLocal and TestMPICompressedTrainingEqualsLocal under mpirun")
 	}
 	var sets []string
 	if s := os.Getenv("GRADWIRE_TEST_SETS"); s != "" {
