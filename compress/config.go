@@ -105,6 +105,7 @@ type GradiVeQConfig struct {
 	CompressSteps int     `mapstructure:"compress_steps" yaml:"compress_steps"` // L_c: compressed steps per basis
 	Center        bool    `mapstructure:"center" yaml:"center"`                 // subtract the sampled mean slice (the paper)
 	ErrorFeedback bool    `mapstructure:"error_feedback" yaml:"error_feedback"` // residual accumulation (not in the paper)
+	QuantizeBits  int     `mapstructure:"quantize_bits" yaml:"quantize_bits"`   // b: coefficients as stochastically rounded b-bit levels; 0 = float32
 }
 
 // problems checks the gradiveq section (also run by newGradiVeQ).
@@ -117,8 +118,13 @@ func (g GradiVeQConfig) problems() []Problem {
 	bad(g.WarmupSteps >= 0, "warmup_steps", g.WarmupSteps, "must be at least 0")
 	bad(g.SampleSteps >= 1, "sample_steps", g.SampleSteps, "must be at least 1")
 	bad(g.CompressSteps >= 1, "compress_steps", g.CompressSteps, "must be at least 1")
+	bad(g.QuantizeBits == 0 || g.QuantizeBits >= 2 && g.QuantizeBits <= gvqMaxQuantizeBits, "quantize_bits", g.QuantizeBits,
+		fmt.Sprintf("must be 0 (float32 coefficients) or an integer in [2, %d]", gvqMaxQuantizeBits))
 	return ps
 }
+
+// gvqMaxQuantizeBits keeps a GradiVeQ level within 16 bits on the wire.
+const gvqMaxQuantizeBits = 16
 
 // qsgdMaxLevels keeps a level within 16 bits on the wire.
 const qsgdMaxLevels = 1<<16 - 1

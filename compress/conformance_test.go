@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"sync"
 	"testing"
 
@@ -48,6 +49,10 @@ func conformanceConfig(name string) Config {
 	c.DGC.WarmupEpochs = 0
 	c.PowerSGD.StartIter = 0
 	c.PowerSGD.Rank = 2
+	// GradiVeQ: steps 0-1 sampled (dense), 2-4 compressed, 5-6 sampled, ...;
+	// slices of 64 (the last of each tensor zero-padded) keep the PCA small.
+	c.GradiVeQ.WarmupSteps, c.GradiVeQ.SampleSteps, c.GradiVeQ.CompressSteps = 0, 2, 3
+	c.GradiVeQ.SliceSize = 64
 	return c
 }
 
@@ -60,6 +65,14 @@ type workerRun struct {
 // runWorkers runs `steps` exchanges on n in-process workers with random
 // gradients and returns each worker's record.
 func runWorkers(t *testing.T, name string, n, steps int) []*workerRun {
+	t.Helper()
+	runs := newWorkerRuns(t, name, n)
+	stepWorkers(t, name, runs, 0, steps)
+	return runs
+}
+
+// newWorkerRuns builds n in-process workers' exchanges for name.
+func newWorkerRuns(t *testing.T, name string, n int) []*workerRun {
 	t.Helper()
 	params := conformanceParams()
 	size := 0
@@ -85,8 +98,18 @@ func runWorkers(t *testing.T, name string, n, steps int) []*workerRun {
 		}
 		runs[w] = &workerRun{x: x}
 	}
+	return runs
+}
+
+// stepWorkers runs steps from..to-1 on runs, each worker's gradient drawn
+// from a generator seeded by (step, worker), appending to the records, and
+// checks the error-feedback invariants after each step.
+func stepWorkers(t *testing.T, name string, runs []*workerRun, from, to int) {
+	t.Helper()
+	n := len(runs)
+	size := len(runs[0].x.dbuf) + len(runs[0].x.cbuf)
 	prevResidual := make([][]float32, n)
-	for step := 0; step < steps; step++ {
+	for step := from; step < to; step++ {
 		for w, r := range runs {
 			if ef := r.x.Feedback(); ef != nil {
 				prevResidual[w] = append(prevResidual[w][:0], ef.Residual()...)
@@ -120,12 +143,13 @@ func runWorkers(t *testing.T, name string, n, steps int) []*workerRun {
 				continue
 			}
 			c, s, e := ef.Compensated(), ef.Sent(), ef.Residual()
+			grad := r.grads[len(r.grads)-1]
 			// Error feedback adds the previous residual to the new gradient
 			// (compressors that apply momentum first accumulate velocity instead).
 			if !r.x.Compressor().Needs().OwnsMomentum {
 				for _, tn := range r.x.packed {
 					for i := 0; i < tn.Size; i++ {
-						want := r.grads[step][tn.FlatOffset+i] + prevResidual[w][tn.Offset+i]
+						want := grad[tn.FlatOffset+i] + prevResidual[w][tn.Offset+i]
 						if d := math.Abs(float64(c[tn.Offset+i] - want)); d > 1e-5*(1+math.Abs(float64(want))) {
 							t.Fatalf("%s: worker %d step %d: compensated %s[%d] = %v, want gradient + previous residual = %v",
 								name, w, step, tn.Name, i, c[tn.Offset+i], want)
@@ -140,7 +164,6 @@ func runWorkers(t *testing.T, name string, n, steps int) []*workerRun {
 			}
 		}
 	}
-	return runs
 }
 
 func TestConformance(t *testing.T) {
@@ -342,6 +365,66 @@ func TestStateRoundTrip(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestResumeEqualsUninterrupted: workers rebuilt from every worker's State
+// and Traffic after `cut` steps, as a resumed run rebuilds them from a
+// checkpoint (through JSON, which carries no NaN, so a state must not hold
+// one by construction), go on exactly as the uninterrupted workers do: the
+// same means bit for bit, the same traffic and the same final state. The
+// cuts fall after step 0, 2 and 5; for GradiVeQ (see conformanceConfig)
+// inside its first sampling phase, inside a compressed phase and inside its
+// second sampling phase.
+func TestResumeEqualsUninterrupted(t *testing.T) {
+	const n, steps = 2, 8
+	for _, name := range Names() {
+		for _, cut := range []int{1, 3, 6} {
+			t.Run(fmt.Sprintf("%s/cut=%d", name, cut), func(t *testing.T) {
+				want := runWorkers(t, name, n, steps)
+				head := runWorkers(t, name, n, cut)
+				resumed := resumeWorkers(t, name, head, steps)
+				for w := range n {
+					for s := cut; s < steps; s++ {
+						for i, v := range resumed[w].outs[s-cut] {
+							if math.Float32bits(v) != math.Float32bits(want[w].outs[s][i]) {
+								t.Fatalf("worker %d step %d: resumed mean [%d] = %v, uninterrupted %v", w, s, i, v, want[w].outs[s][i])
+							}
+						}
+					}
+					if got, wt := resumed[w].x.Traffic(), want[w].x.Traffic(); !reflect.DeepEqual(got, wt) {
+						t.Fatalf("worker %d: resumed traffic %+v, uninterrupted %+v", w, got, wt)
+					}
+					if got, wt := resumed[w].x.State(), want[w].x.State(); !reflect.DeepEqual(got, wt) {
+						t.Fatalf("worker %d: the resumed run ends with another state", w)
+					}
+				}
+			})
+		}
+	}
+}
+
+// resumeWorkers builds fresh workers from head's state (through JSON) and
+// traffic and runs them from step len(head[0].outs) to steps on runWorkers'
+// gradients; outs[i] is step len(head[0].outs)+i.
+func resumeWorkers(t *testing.T, name string, head []*workerRun, steps int) []*workerRun {
+	t.Helper()
+	runs := newWorkerRuns(t, name, len(head))
+	for w, r := range runs {
+		b, err := json.Marshal(head[w].x.State())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st map[string][]float32
+		if err := json.Unmarshal(b, &st); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.x.SetState(st); err != nil {
+			t.Fatalf("worker %d: %v", w, err)
+		}
+		r.x.SetTraffic(head[w].x.Traffic())
+	}
+	stepWorkers(t, name, runs, len(head[0].outs), steps)
+	return runs
 }
 
 // recordingMember keeps a copy of the last payload this worker handed to the

@@ -501,6 +501,7 @@ func TestValidateAll(t *testing.T) {
 	c.Compress.ScaleCom.Beta, c.Compress.ScaleCom.WarmupEpochs = 0, -1
 	c.Compress.GradiVeQ.SliceSize, c.Compress.GradiVeQ.Rank, c.Compress.GradiVeQ.Lambda = 0, -1, 1
 	c.Compress.GradiVeQ.WarmupSteps, c.Compress.GradiVeQ.SampleSteps, c.Compress.GradiVeQ.CompressSteps = -1, 0, 0
+	c.Compress.GradiVeQ.QuantizeBits = 1
 	c.Network.BandwidthGbps, c.Network.LatencyUs, c.Network.Topology = 0, -1, "mesh"
 
 	err := c.Validate()

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/gradwire/gradwire/compress"
 	"github.com/gradwire/gradwire/internal/atomicfile"
 	"github.com/gradwire/gradwire/models"
 	"github.com/gradwire/gradwire/optim"
@@ -44,8 +45,9 @@ type checkpoint struct {
 }
 
 // layout is what a checkpoint must hold to fit a run: the model's name, its
-// parameter tensors and buffers in order, and the number of logical workers.
-// Decoding checks every name, count and length against it.
+// parameter tensors and buffers in order, the number of logical workers and
+// the bound on each worker's compressor state. Decoding checks every name,
+// count and length against it.
 type layout struct {
 	model     string
 	params    []tensorSize
@@ -53,6 +55,7 @@ type layout struct {
 	workers   int
 	numParams int
 	paramSize map[string]int
+	state     stateBound
 }
 
 type tensorSize struct {
@@ -60,8 +63,27 @@ type tensorSize struct {
 	size int
 }
 
-// layoutOf is the layout of a run of net with the given number of logical workers.
-func layoutOf(net *models.Net, workers int) layout {
+// stateBound bounds one logical worker's compressor state (the exchange's
+// State: the compressor's buffers and the error-feedback residual).
+type stateBound struct {
+	values  int    // in all the worker's buffers
+	buffer  int    // in one buffer
+	buffers int    // number of buffers
+	limits  string // buffer and values, and where they come from, for errors
+}
+
+// defaultStateBound holds a compressor to compressorStateFactor x the
+// parameter count, each buffer to the parameter count.
+func defaultStateBound(numParams, tensors int) stateBound {
+	return stateBound{values: compressorStateFactor * numParams, buffer: numParams, buffers: compressorStateFactor * (tensors + 1),
+		limits: fmt.Sprintf("%d (the parameter count) and %d in all the worker's compressor state (%d x the parameter count)",
+			numParams, compressorStateFactor*numParams, compressorStateFactor)}
+}
+
+// layoutOf is the layout of a run of net with the given number of logical
+// workers, whose exchanges are built like x (nil: no compressor state beyond
+// the default bound; restore's shape check needs none).
+func layoutOf(net *models.Net, workers int, x *compress.Exchange) layout {
 	var params, buffers []tensorSize
 	for _, p := range net.Params() {
 		params = append(params, tensorSize{p.Name, len(p.Value)})
@@ -69,7 +91,33 @@ func layoutOf(net *models.Net, workers int) layout {
 	for _, b := range net.Buffers() {
 		buffers = append(buffers, tensorSize{b.Name, len(b.Value)})
 	}
-	return newLayout(net.Name(), params, buffers, workers)
+	l := newLayout(net.Name(), params, buffers, workers)
+	l.state = exchangeStateBound(x, l.state)
+	return l
+}
+
+// exchangeStateBound is the bound on x's state: def, unless its compressor
+// declares its own size (compress.StateSizer, which can exceed def: GradiVeQ's
+// bases and PCA sums), plus the residual the exchange keeps for it. The
+// number of buffers stays def's: a declared size does not change it.
+func exchangeStateBound(x *compress.Exchange, def stateBound) stateBound {
+	if x == nil || x.Compressor() == nil {
+		return def
+	}
+	sizer, ok := x.Compressor().(compress.StateSizer)
+	if !ok {
+		return def
+	}
+	v := sizer.StateValues()
+	why := "the compressor's declared state size"
+	if x.Compressor().Needs().ErrorFeedback {
+		for _, t := range x.CompressedTensors() {
+			v += t.Size
+		}
+		why += " plus its residual"
+	}
+	return stateBound{values: v, buffer: v, buffers: def.buffers,
+		limits: fmt.Sprintf("%d in one buffer and in all the worker's compressor state (%s)", v, why)}
 }
 
 func newLayout(model string, params, buffers []tensorSize, workers int) layout {
@@ -78,6 +126,7 @@ func newLayout(model string, params, buffers []tensorSize, workers int) layout {
 		l.numParams += p.size
 		l.paramSize[p.name] = p.size
 	}
+	l.state = defaultStateBound(l.numParams, len(params))
 	return l
 }
 
@@ -86,15 +135,16 @@ func newLayout(model string, params, buffers []tensorSize, workers int) layout {
 func (l layout) maxFileSize() int64 {
 	entry := int64(8 + maxNameBytes) // a length-prefixed name and a count or value
 	p, np, nb, w := int64(l.numParams), int64(len(l.params)), int64(len(l.buffers)), int64(l.workers)
+	sb, sv := int64(l.state.buffers), int64(l.state.values)
 	var b int64
 	for _, t := range l.buffers {
 		b += int64(t.size)
 	}
 	size := int64(64 + maxMetaBytes)
-	size += (np+nb)*entry + 4*(p+b)                                                                   // names, parameters, buffers
-	size += w * (4 + 4*nb + 4*b)                                                                      // replica buffers
-	size += maxOptimSlots * (np*entry + 4*p)                                                          // optimizer state
-	size += w * (compressorStateFactor*((np+1)*entry+4*p) + 128 + 2*maxKinds*entry + 4 + 8*maxRounds) // worker state
+	size += (np+nb)*entry + 4*(p+b)                                          // names, parameters, buffers
+	size += w * (4 + 4*nb + 4*b)                                             // replica buffers
+	size += maxOptimSlots * (np*entry + 4*p)                                 // optimizer state
+	size += w * (sb*entry + 4*sv + 128 + 2*maxKinds*entry + 4 + 8*maxRounds) // worker state
 	return size
 }
 
@@ -187,7 +237,7 @@ func (c *checkpoint) checkPosition(path string, stepsPerEpoch int) error {
 // it belongs to this model (loadCheckpoint checked it already; restore does not
 // rely on that).
 func (c *checkpoint) restore(path string, net *models.Net, opt optim.Optimizer) error {
-	if err := layoutOf(net, len(c.Workers)).check(c); err != nil {
+	if err := layoutOf(net, len(c.Workers), nil).check(c); err != nil {
 		return fmt.Errorf("checkpoint %s: %w", path, err)
 	}
 	if err := opt.SetState(c.Optim); err != nil {

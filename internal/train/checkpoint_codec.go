@@ -56,7 +56,9 @@ const (
 	maxOptimSlots = 4
 	// compressorStateFactor bounds a worker's compressor state in multiples of
 	// the parameter count: DGC keeps v and u, PowerSGD a residual and Q, each at
-	// most the size of the compressed tensors.
+	// most the size of the compressed tensors. A compressor that declares a
+	// larger state (compress.StateSizer) is held to what it declares instead
+	// (layout.state).
 	compressorStateFactor = 2
 	// epochRecordMinBytes is the smallest encoded EpochResult: the kind's
 	// length, seven 8-byte numbers and two presence bytes.
@@ -428,11 +430,12 @@ func (d *decoder) optimBuffers(want layout) map[string][]float32 {
 // worker decodes one worker's exchange state.
 func (d *decoder) worker(field string, want layout) workerState {
 	var w workerState
-	n := d.count(field+".Compressor", 8, compressorStateFactor*(len(want.params)+1))
+	b := want.state
+	n := d.count(field+".Compressor", 8, b.buffers)
 	if d.err == nil && n > 0 {
 		w.Compressor = make(map[string][]float32, n)
 	}
-	total, budget := 0, compressorStateFactor*want.numParams
+	total := 0
 	prev := ""
 	for i := 0; i < n && d.err == nil; i++ {
 		k := d.str(field+".Compressor key", maxNameBytes)
@@ -440,9 +443,8 @@ func (d *decoder) worker(field string, want layout) workerState {
 		prev = k
 		f := fmt.Sprintf("%s.Compressor[%q]", field, k)
 		m := int(d.u32(f))
-		if d.err == nil && (m > want.numParams || m > budget-total) {
-			d.failf(f, "%d values, expected at most %d (the parameter count) and %d in all the worker's compressor state (%d x the parameter count)",
-				m, want.numParams, budget, compressorStateFactor)
+		if d.err == nil && (m > b.buffer || m > b.values-total) {
+			d.failf(f, "%d values, expected at most %s", m, b.limits)
 		}
 		total += m
 		w.Compressor[k] = d.floatsN(f, m)

@@ -81,7 +81,7 @@ func TestCheckpointLayoutOfNet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := layoutOf(net, 3)
+	l := layoutOf(net, 3, nil)
 	// 16 inputs -> 5 -> 3 -> 3 classes: weights and biases.
 	if l.model != "mlp" || l.numParams != 16*5+5+5*3+3+3*3+3 || len(l.params) != 6 || l.workers != 3 {
 		t.Fatalf("layout %+v, expected mlp with 6 tensors, 115 values and 3 workers", l)
@@ -121,7 +121,7 @@ func TestCheckpointLayoutOfNet(t *testing.T) {
 	if !reflect.DeepEqual(got.Params, net.Flat()) || !reflect.DeepEqual(got.Optim, opt.State()) || got.Optim.Step != 1 || len(got.Optim.Buffers) != 12 {
 		t.Fatalf("loaded parameters or Adam state (step %d, %d buffers) differ from the model's", got.Optim.Step, len(got.Optim.Buffers))
 	}
-	if _, err := loadCheckpoint(path, layoutOf(net, 2)); err == nil || !strings.Contains(err.Error(), "field Workers: 3 entries, expected 2") {
+	if _, err := loadCheckpoint(path, layoutOf(net, 2, nil)); err == nil || !strings.Contains(err.Error(), "field Workers: 3 entries, expected 2") {
 		t.Fatalf("error %v, expected the worker count to be refused", err)
 	}
 }
@@ -484,5 +484,55 @@ func TestReadsFormat2(t *testing.T) {
 	copy(v2[len(checkpointMagic):], checkpointFormat)
 	if _, err := decodeCheckpoint(frame(v2), l); err == nil {
 		t.Error("a format-2 body labelled format 3 decoded")
+	}
+}
+
+// TestCheckpointDeclaredStateBound: a compressor that declares its state
+// size (compress.StateSizer: GradiVeQ) is held to it instead of twice the
+// parameter count, plus the residual when the exchange keeps one for it; the
+// bound still refuses one value more, and a raised count fails before
+// anything is allocated for it. LeNet-5 (61,706 parameters) with GradiVeQ on
+// every weight in slices of 768: 3,769,210 values (compress's
+// TestGradiVeQStateValues works it out), 3,830,680 with the residual of the
+// 61,470 weight values.
+func TestCheckpointDeclaredStateBound(t *testing.T) {
+	sets := []string{"compress.name=gradiveq", "compress.min_size=0", "dist.workers=2"}
+	l := cfgLayout(t, smallConfig(t, "lenet5", sets...))
+	def := defaultStateBound(l.numParams, len(l.params))
+	if l.numParams != 61706 || l.state.values != 3769210 || l.state.buffer != 3769210 || l.state.buffers != def.buffers {
+		t.Fatalf("lenet5 with gradiveq: %d parameters, state bound %+v; want 61,706 and 3,769,210 values", l.numParams, l.state)
+	}
+	if ef := cfgLayout(t, smallConfig(t, "lenet5", append(sets, "compress.gradiveq.error_feedback=true")...)); ef.state.values != 3769210+61470 {
+		t.Fatalf("with error feedback: %d values, want 3,830,680", ef.state.values)
+	}
+	if dgc := cfgLayout(t, smallConfig(t, "lenet5", "compress.name=dgc", "dist.workers=2")); dgc.state != def {
+		t.Fatalf("dgc: bound %+v, want the default %+v", dgc.state, def)
+	}
+	// The file bound grows by the extra values' 4 bytes, per worker.
+	plain := newLayout(l.model, l.params, l.buffers, l.workers)
+	if got, want := l.maxFileSize()-plain.maxFileSize(), int64(2*4*(3769210-2*61706)); got != want {
+		t.Fatalf("maxFileSize grew by %d bytes, want %d", got, want)
+	}
+	st := workerState{Compressor: map[string][]float32{"pca": make([]float32, 3769209), "samples": {1}}}
+	if got, err := decodeWorkerState(encodeWorkerState(st), l); err != nil || len(got.Compressor["pca"]) != 3769209 {
+		t.Fatalf("a state at the bound: %v", err)
+	}
+	if _, err := decodeWorkerState(encodeWorkerState(st), plain); err == nil || !strings.Contains(err.Error(), "expected at most 61706 (the parameter count)") {
+		t.Fatalf("the default bound: %v, want a refusal", err)
+	}
+	st.Compressor["samples"] = []float32{1, 2}
+	want := `field worker state.Compressor["samples"]: 2 values, expected at most 3769210 in one buffer and in all the worker's compressor state (the compressor's declared state size)`
+	if _, err := decodeWorkerState(encodeWorkerState(st), l); err == nil || err.Error() != want {
+		t.Fatalf("one value beyond the bound: %v, want %q", err, want)
+	}
+	raw := encodeWorkerState(workerState{Compressor: map[string][]float32{"pca": {1}}})
+	binary.LittleEndian.PutUint32(raw[4+4+3:], 1<<30) // the count of "pca"'s values
+	var err error
+	n := allocated(func() { _, err = decodeWorkerState(raw, l) })
+	if err == nil || !strings.Contains(err.Error(), `Compressor["pca"]: 1073741824 values, expected at most 3769210`) {
+		t.Fatalf("a raised count: %v", err)
+	}
+	if max := allocBound(len(raw), l); n > max {
+		t.Fatalf("a raised count allocated %d bytes, expected at most %d", n, max)
 	}
 }

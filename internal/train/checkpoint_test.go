@@ -11,12 +11,13 @@ import (
 	"github.com/gradwire/gradwire/compress"
 	"github.com/gradwire/gradwire/configs"
 	"github.com/gradwire/gradwire/data"
+	"github.com/gradwire/gradwire/dist"
 	"github.com/gradwire/gradwire/models"
 	"github.com/gradwire/gradwire/optim"
 )
 
-// cfgLayout is the checkpoint layout of a run of cfg, with the model built as
-// Run builds it.
+// cfgLayout is the checkpoint layout of a run of cfg, with the model and a
+// worker's exchange built as Run builds them.
 func cfgLayout(t testing.TB, cfg configs.Config) layout {
 	t.Helper()
 	ds, err := data.Open(data.Options{Name: cfg.Data.Name, Dir: cfg.Data.Dir, SeqLen: cfg.Data.SeqLen, Normalize: cfg.Data.Normalize}, "train")
@@ -28,7 +29,15 @@ func cfgLayout(t testing.TB, cfg configs.Config) layout {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return layoutOf(net, cfg.Dist.Workers)
+	members, err := dist.NewLocal(cfg.Dist.Workers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := compress.NewExchange(cfg.Compress, net.Params(), members[0], cfg.Seed, compress.Hyper{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return layoutOf(net, cfg.Dist.Workers, x)
 }
 
 // latestPath is the newest checkpoint file of a run directory.

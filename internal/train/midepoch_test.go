@@ -67,7 +67,8 @@ func metricLines(t *testing.T, dir string) []map[string]any {
 // ending, as Ctrl-C does), resumes them and compares everything with an
 // uninterrupted run: summary, metrics, parameters, BatchNorm buffers, optimizer
 // and compressor state. The stop points fall inside the first and the second
-// epoch, with DGC and PowerSGD state, and with two replicas of a BatchNorm net.
+// epoch, with DGC, PowerSGD and GradiVeQ state, and with two replicas of a
+// BatchNorm net.
 func TestInterruptedMidEpochResumesExactly(t *testing.T) {
 	type tcase struct {
 		name  string
@@ -81,6 +82,15 @@ func TestInterruptedMidEpochResumesExactly(t *testing.T) {
 			"compress.density=0.01", "compress.dgc.warmup_epochs=1"}},
 		{"mlp-powersgd", "mlp", []int{20}, []string{"model.hidden=32", "dist.workers=2", "data.batch_size=8", "compress.name=powersgd",
 			"compress.powersgd.start_iter=10"}},
+		// GradiVeQ: steps 0-1 warm-up, then cycles of 3 sampled and 4
+		// compressed steps (2-4, 5-8, 9-11, 12-15, 16-18, ...): the runs stop
+		// after step 3 (2 of 3 samples taken), step 6 (inside a compressed
+		// phase) and step 17 (2 samples of the phase across the first epoch
+		// end). Its state inside a sampling phase, the float64 PCA sums of 392
+		// slices of 64, is 81,505 values: beyond twice the 25,450 parameters.
+		{"mlp-gradiveq", "mlp", []int{8, 7, 15}, []string{"model.hidden=32", "dist.workers=2", "data.batch_size=8", "compress.name=gradiveq",
+			"compress.gradiveq.slice_size=64", "compress.gradiveq.warmup_steps=2", "compress.gradiveq.sample_steps=3",
+			"compress.gradiveq.compress_steps=4"}},
 		{"resnet20-2replicas", "resnet20", []int{7}, []string{"train.max_steps=4", "train.eval_limit=16", "data.eval_batch_size=8",
 			"data.batch_size=4", "dist.workers=2", "dist.replicas=2"}},
 	}

@@ -58,15 +58,7 @@ func TestMPITrainingEqualsLocal(t *testing.T) {
 		if got.Backend != "mpi" || got.Workers != 4 || got.Steps != local.Steps || got.BytesSent != local.BytesSent {
 			t.Errorf("-np %d: summary %+v, local %+v", np, got, local)
 		}
-		if d := math.Abs(got.TestLoss-local.TestLoss) / local.TestLoss; d > 1e-4 {
-			t.Errorf("-np %d: test loss %v, local backend %v", np, got.TestLoss, local.TestLoss)
-		}
-		if math.Abs(*got.TestAccuracy-*local.TestAccuracy) > 1.5/64 {
-			t.Errorf("-np %d: test accuracy %v, local backend %v", np, *got.TestAccuracy, *local.TestAccuracy)
-		}
-		if d := math.Abs(got.TrainLossFinal-local.TrainLossFinal) / local.TrainLossFinal; d > 1e-4 {
-			t.Errorf("-np %d: train loss %v, local backend %v", np, got.TrainLossFinal, local.TrainLossFinal)
-		}
+		sameLosses(t, np, got, local)
 		t.Logf("-np %d: test loss %.6f (local %.6f), accuracy %.4f (local %.4f)", np, got.TestLoss, local.TestLoss,
 			*got.TestAccuracy, *local.TestAccuracy)
 		// Only rank 0 writes the run directory (and holds its lock).
@@ -79,11 +71,86 @@ func TestMPITrainingEqualsLocal(t *testing.T) {
 	}
 }
 
+// mpiCompressed are compressed runs of mpiConfig's 8 steps (2 epochs of 4):
+// ScaleCom with one epoch of density warm-up, and GradiVeQ (on conv2.w, fc1.w
+// and fc2.w, the tensors of at least compress.min_size 1024) with step 0
+// warm-up, then cycles of 2 sampled and 2 compressed steps, so steps 3-4 and 7
+// send coefficients, with float32 coefficients and with 6-bit levels.
+var mpiCompressed = []struct {
+	name string
+	sets []string
+	nps  []int
+}{
+	{"scalecom", []string{"compress.name=scalecom", "compress.density=0.01", "compress.scalecom.warmup_epochs=1"}, []int{2, 4}},
+	{"gradiveq", []string{"compress.name=gradiveq", "compress.gradiveq.slice_size=128", "compress.gradiveq.warmup_steps=1",
+		"compress.gradiveq.sample_steps=2", "compress.gradiveq.compress_steps=2"}, []int{2, 4}},
+	{"gradiveq-6bit", []string{"compress.name=gradiveq", "compress.gradiveq.slice_size=128", "compress.gradiveq.warmup_steps=1",
+		"compress.gradiveq.sample_steps=2", "compress.gradiveq.compress_steps=2", "compress.gradiveq.quantize_bits=6"}, []int{2}},
+}
+
+// TestMPICompressedTrainingEqualsLocal trains the compressed runs of
+// mpiCompressed under mpirun and compares them with the local backend's for
+// the same 4 workers and seed, as TestMPITrainingEqualsLocal does: the same
+// steps, bytes and ratios, losses within float32 rounding. The compressors
+// must have compressed: the whole-run ratio is above 1 (GradiVeQ's warm-up
+// and sampling steps are dense, so only its compressed steps can lift it).
+func TestMPICompressedTrainingEqualsLocal(t *testing.T) {
+	root := t.TempDir()
+	datatest.WriteFakeFashion(t, root, 256, 64)
+	for _, tc := range mpiCompressed {
+		t.Run(tc.name, func(t *testing.T) {
+			local := runCfg(t, mpiConfig(t, root, "local", tc.sets...), t.TempDir(), false)
+			if local.CompressionRatio <= 1 {
+				t.Fatalf("local: compression ratio %v, expected compressed steps", local.CompressionRatio)
+			}
+			for _, np := range tc.nps {
+				out := t.TempDir()
+				log, err := mpitest.Run(t, np, "TestMPITrainingWorker", "GRADWIRE_TEST_ROOT="+root, "GRADWIRE_TEST_OUT="+out,
+					"GRADWIRE_TEST_SETS="+strings.Join(tc.sets, ";"))
+				if err != nil {
+					t.Fatalf("mpirun -np %d: %v\n%s", np, err, log)
+				}
+				got, err := ReadSummary(filepath.Join(out, "summary.json"))
+				if err != nil {
+					t.Fatalf("-np %d: %v\n%s", np, err, log)
+				}
+				if got.Backend != "mpi" || got.Compressor != local.Compressor || got.Steps != local.Steps || got.BytesSent != local.BytesSent ||
+					got.CompressionRatio != local.CompressionRatio || got.CompressionRatioSteady != local.CompressionRatioSteady {
+					t.Errorf("-np %d: summary %+v, local %+v", np, got, local)
+				}
+				sameLosses(t, np, got, local)
+				t.Logf("-np %d: %d bytes sent, compression ratio %.3f (steady %.3f), test loss %.6f (local %.6f)", np, got.BytesSent,
+					got.CompressionRatio, got.CompressionRatioSteady, got.TestLoss, local.TestLoss)
+			}
+		})
+	}
+}
+
+// sameLosses fails t unless the run under mpirun -np np ended like the local
+// backend's within float32 rounding: the losses to 1e-4 relative, the
+// accuracy within 1.5 of the 64 test examples.
+func sameLosses(t *testing.T, np int, got, local *Summary) {
+	t.Helper()
+	if d := math.Abs(got.TestLoss-local.TestLoss) / local.TestLoss; d > 1e-4 {
+		t.Errorf("-np %d: test loss %v, local backend %v", np, got.TestLoss, local.TestLoss)
+	}
+	if math.Abs(*got.TestAccuracy-*local.TestAccuracy) > 1.5/64 {
+		t.Errorf("-np %d: test accuracy %v, local backend %v", np, *got.TestAccuracy, *local.TestAccuracy)
+	}
+	if d := math.Abs(got.TrainLossFinal-local.TrainLossFinal) / local.TrainLossFinal; d > 1e-4 {
+		t.Errorf("-np %d: train loss %v, local backend %v", np, got.TrainLossFinal, local.TrainLossFinal)
+	}
+}
+
 func TestMPITrainingWorker(t *testing.T) {
 	if !mpitest.Worker() {
-		t.Skip("run by TestMPITrainingEqualsLocal under mpirun")
+		t.Skip("run by TestMPITrainingEqualsLocal and TestMPICompressedTrainingEqualsLocal under mpirun")
 	}
-	cfg := mpiConfig(t, os.Getenv("GRADWIRE_TEST_ROOT"), "mpi")
+	var sets []string
+	if s := os.Getenv("GRADWIRE_TEST_SETS"); s != "" {
+		sets = strings.Split(s, ";")
+	}
+	cfg := mpiConfig(t, os.Getenv("GRADWIRE_TEST_ROOT"), "mpi", sets...)
 	if p := os.Getenv("GRADWIRE_TEST_PRECISION"); p != "" {
 		cfg.Model.Precision = p
 	}

@@ -201,7 +201,7 @@ func (j *job) gatherWorkers() ([]workerState, error) {
 	if err != nil {
 		return nil, err
 	}
-	want := layoutOf(j.net, j.cfg.Dist.Workers)
+	want := layoutOf(j.net, j.cfg.Dist.Workers, j.exchanges[0])
 	out := make([]workerState, len(all))
 	for i, b := range all {
 		if out[i], err = decodeWorkerState(b, want); err != nil {

@@ -183,7 +183,7 @@ func (j *job) hooks(st *checkpoint, resumedFrom string) (*loopHooks, error) {
 // optimizer and workers, after checking that the config and data are the ones
 // it was made with.
 func (j *job) resume() (*checkpoint, string, error) {
-	state, path, skipped, err := latestCheckpoint(j.opts.OutDir, layoutOf(j.net, j.cfg.Dist.Workers))
+	state, path, skipped, err := latestCheckpoint(j.opts.OutDir, layoutOf(j.net, j.cfg.Dist.Workers, j.exchanges[0]))
 	if errors.Is(err, errNoCheckpoint) {
 		// Killed before its first checkpoint: nothing was kept, and the start is
 		// a pure function of the config, so the run starts again from step 0.
