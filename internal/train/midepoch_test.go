@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -344,5 +345,29 @@ func TestCheckpointSchedule(t *testing.T) {
 	cancel()
 	if stop, _, _ := j.control(ctx, 11, true); !stop {
 		t.Error("an ended context does not stop the run")
+	}
+}
+
+// TestConfigChangesNewKey: a checkpoint written before a key existed resumes
+// while the key holds its default, and is refused when it does not.
+func TestConfigChangesNewKey(t *testing.T) {
+	defaults := configs.Flat(configs.Default())
+	now := maps.Clone(defaults)
+	old := maps.Clone(defaults)
+	delete(old, "compress.gradiveq.quantize_bits")
+	if got := configChanges(old, now, defaults, nil); len(got) != 0 {
+		t.Errorf("a key at its default that the checkpoint lacks: %q, want no change", got)
+	}
+	now["compress.gradiveq.quantize_bits"] = "4"
+	got := configChanges(old, now, defaults, nil)
+	if len(got) != 1 || !strings.Contains(got[0], "compress.gradiveq.quantize_bits (checkpoint (not set") {
+		t.Errorf("a new key off its default: %q, want it named", got)
+	}
+	if got := configChanges(old, now, defaults, map[string]bool{"compress.gradiveq.quantize_bits": true}); len(got) != 0 {
+		t.Errorf("allowed: %q", got)
+	}
+	now["optim.lr"] = "0.5"
+	if got := configChanges(defaults, now, defaults, nil); len(got) != 2 {
+		t.Errorf("two changed keys: %q", got)
 	}
 }

@@ -230,13 +230,7 @@ func (j *job) checkResumable(path string, st *checkpoint) error {
 	for _, k := range j.opts.AllowChange {
 		allowed[k] = true
 	}
-	now := configs.Flat(j.cfg)
-	var changed []string
-	for _, key := range configs.Keys() {
-		if configs.ChangesOutcome(key) && !allowed[key] && st.Config[key] != now[key] {
-			changed = append(changed, fmt.Sprintf("%s (checkpoint %s, config.yaml %s)", key, st.Config[key], now[key]))
-		}
-	}
+	changed := configChanges(st.Config, configs.Flat(j.cfg), configs.Flat(configs.Default()), allowed)
 	if !allowed["data"] && st.DataDigest != j.dataDigest {
 		changed = append(changed, fmt.Sprintf("data (the files in %s differ from those the checkpoint was trained on)", j.dataDir))
 	}
@@ -245,6 +239,30 @@ func (j *job) checkResumable(path string, st *checkpoint) error {
 			j.opts.OutDir, filepath.Base(path), strings.Join(changed, "\n  "))
 	}
 	return nil
+}
+
+// configChanges lists the keys that change the maths and differ between a
+// checkpoint's config and now's, except the allowed ones. A key the checkpoint
+// lacks (written before the key existed) counts as unchanged while now holds
+// its default, which reproduces the older version's behaviour.
+func configChanges(ckpt, now, defaults map[string]string, allowed map[string]bool) []string {
+	var changed []string
+	for _, key := range configs.Keys() {
+		if !configs.ChangesOutcome(key) || allowed[key] {
+			continue
+		}
+		old, had := ckpt[key]
+		if !had && now[key] == defaults[key] {
+			continue
+		}
+		if old != now[key] {
+			if !had {
+				old = "(not set: written before the key existed)"
+			}
+			changed = append(changed, fmt.Sprintf("%s (checkpoint %s, config.yaml %s)", key, old, now[key]))
+		}
+	}
+	return changed
 }
 
 // setup claims the run directory, opens the data, builds the model, optimizer
