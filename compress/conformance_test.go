@@ -48,6 +48,8 @@ func conformanceConfig(name string) Config {
 	c.DGC.WarmupEpochs = 0
 	c.PowerSGD.StartIter = 0
 	c.PowerSGD.Rank = 2
+	// LGC: one dense step, one step training the autoencoder, then compressed.
+	c.LGC.DenseSteps, c.LGC.TrainSteps = 1, 1
 	return c
 }
 
