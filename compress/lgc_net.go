@@ -11,6 +11,9 @@ import (
 	"gorgonia.org/tensor"
 )
 
+// LGC's autoencoder is the one part of package compress built on Gorgonia:
+// this file alone imports it.
+
 // lgcBuildMu serialises building LGC's Gorgonia graphs: building graphs,
 // G.Grad and NewTapeMachine race on Gorgonia's global counters (GORGONIA.md),
 // and the workers' compressors may be built from several goroutines. Running

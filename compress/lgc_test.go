@@ -845,3 +845,73 @@ func TestLGCMalformedPayloads(t *testing.T) {
 		t.Errorf("3 workers for an autoencoder of 2: %v", err)
 	}
 }
+
+// lenet5Params is LeNet-5's weight tensors and biases (61,706 values).
+func lenet5Params() []optim.Param {
+	var out []optim.Param
+	for _, s := range []struct {
+		name  string
+		kind  optim.Kind
+		shape []int
+	}{
+		{"conv1.w", optim.KindConv, []int{6, 1, 5, 5}}, {"conv1.b", optim.KindBias, []int{6}},
+		{"conv2.w", optim.KindConv, []int{16, 6, 5, 5}}, {"conv2.b", optim.KindBias, []int{16}},
+		{"fc1.w", optim.KindLinear, []int{400, 120}}, {"fc1.b", optim.KindBias, []int{120}},
+		{"fc2.w", optim.KindLinear, []int{120, 84}}, {"fc2.b", optim.KindBias, []int{84}},
+		{"fc3.w", optim.KindLinear, []int{84, 10}}, {"fc3.b", optim.KindBias, []int{10}},
+	} {
+		n := 1
+		for _, d := range s.shape {
+			n *= d
+		}
+		out = append(out, optim.Param{Name: s.name, Kind: s.kind, Shape: s.shape, Value: make([]float32, n), Grad: make([]float32, n)})
+	}
+	return out
+}
+
+// BenchmarkLGCExchange times one exchange step of 8 workers on LeNet-5's
+// tensors at density 0.001 (K = 64, L = 16, k' = 1): LGC's stage 2 (the
+// autoencoder's training step on every worker) and stage 3, against top-k.
+func BenchmarkLGCExchange(b *testing.B) {
+	const n = 8
+	params := lenet5Params()
+	size := 0
+	for _, p := range params {
+		size += len(p.Value)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	grads := make([][][]float32, 4)
+	for s := range grads {
+		grads[s] = make([][]float32, n)
+		for w := range grads[s] {
+			grads[s][w] = make([]float32, size)
+			for i := range grads[s][w] {
+				grads[s][w][i] = float32(rng.NormFloat64())
+			}
+		}
+	}
+	topk := DefaultConfig()
+	topk.Name, topk.MinSize = "topk", 1
+	for _, c := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"topk", topk},
+		{"lgc-ps/stage2", lgcConfig("ps", 0.001, 0, 1<<30)},
+		{"lgc-ps/stage3", lgcConfig("ps", 0.001, 0, 0)},
+		{"lgc-rar/stage2", lgcConfig("rar", 0.001, 0, 1<<30)},
+		{"lgc-rar/stage3", lgcConfig("rar", 0.001, 0, 0)},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			xs, tapes := lgcWorkers(b, c.cfg, params, n)
+			step := 0
+			for b.Loop() {
+				lgcRun(b, xs, grads[step%len(grads)], step)
+				step++
+				for _, tp := range tapes {
+					tp.bytes, tp.floats = tp.bytes[:0], tp.floats[:0]
+				}
+			}
+		})
+	}
+}
