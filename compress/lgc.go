@@ -212,6 +212,10 @@ const (
 	lgcCompressed                     // stage 3: latent and innovations
 )
 
+// lgcMaxWeights bounds the autoencoder (512 MiB of float32 weights; its
+// gradients, Adam's moments and the graphs' copies take several times that).
+const lgcMaxWeights = 1 << 27
+
 // lgcMaster is the rank of the master node (the reimplementation's rank 0).
 const lgcMaster = 0
 
@@ -250,6 +254,11 @@ func newLGC(cfg Config, tensors []Tensor, worker, workers int, seed int64, _ Hyp
 	}
 	c.latent, c.kInno = sparseK(c.k, lc.LatentRatio), sparseK(c.k, lc.InnovationRatio)
 	shape := lgcShape{rar: lc.Variant == "rar", k: c.k, latent: c.latent, hidden: lc.Hidden, nodes: workers}
+	if w := shape.weights(); w > lgcMaxWeights {
+		return nil, Problem{Key: "compress.lgc.hidden", Value: lc.Hidden, Want: fmt.Sprintf(
+			"the autoencoder would have %d weights (K = %d, L = %d, %d workers), more than %d: lower compress.lgc.hidden, compress.lgc.latent_ratio or compress.density",
+			w, c.k, c.latent, workers, lgcMaxWeights)}
+	}
 	var err error
 	if c.net, err = newLGCNet(shape, lc, seed); err != nil {
 		return nil, err

@@ -915,3 +915,41 @@ func BenchmarkLGCExchange(b *testing.B) {
 		})
 	}
 }
+
+// TestLGCLeNet5Sizes pins the LeNet-5 figures of lgc.go's doc comment: at
+// density 0.001 with 8 workers, k = 1, 3, 48, 11, 1 (K = 64), L = 16, k' = 1;
+// the encoder 64x64 + 64 + 64x16 + 16 = 5,200 weights (20,800 B); each PS
+// decoder 16x64 + 64x64 + 64 + 64x64 + 64 = 9,344, so 5,200 + 8 x 9,344 =
+// 79,952 weights; stage 3 sends 4 + 4x64 + 4x16 + 8 = 332 B from the master
+// and 8 B from each other node.
+func TestLGCLeNet5Sizes(t *testing.T) {
+	var tensors []Tensor
+	off := 0
+	for _, p := range lenet5Params() {
+		if Compressed(p, 1) {
+			tensors = append(tensors, Tensor{Name: p.Name, Shape: p.Shape, Offset: off, Size: len(p.Value)})
+			off += len(p.Value)
+		}
+	}
+	comp, err := newLGC(lgcConfig("ps", 0.001, 0, 0), tensors, 0, 8, 1, Hyper{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := comp.(*lgc)
+	if !slices.Equal(c.ks, []int{1, 3, 48, 11, 1}) || c.k != 64 || c.latent != 16 || c.kInno != 1 {
+		t.Fatalf("k %v, K %d, L %d, k' %d", c.ks, c.k, c.latent, c.kInno)
+	}
+	if c.EncoderBytes() != 20800 || len(c.net.w) != 79952 || c.StateValues() != 61470+3*79952 {
+		t.Fatalf("encoder %d B, %d weights, state %d values", c.EncoderBytes(), len(c.net.w), c.StateValues())
+	}
+	// Stage-3 bytes by the formula TestLGCStagePayloadSizes checks on payloads.
+	if master := 4 + 4*c.k + 4*c.latent + 8*c.kInno; master != 332 {
+		t.Fatalf("master's stage-3 bytes %d", master)
+	}
+	// A shape past the bound is refused before anything is built.
+	big := lgcConfig("ps", 1, 0, 0)
+	big.LGC.Hidden = lgcMaxHidden
+	if _, err := newLGC(big, tensors, 0, 8, 1, Hyper{}); err == nil || !strings.Contains(err.Error(), "compress.lgc.hidden: 16384: the autoencoder would have") {
+		t.Fatalf("an autoencoder past the bound: %v", err)
+	}
+}
