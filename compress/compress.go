@@ -1,5 +1,6 @@
 // Package compress exchanges gradients between data-parallel workers, with
-// compression. It never imports Gorgonia.
+// compression. Only LGC's autoencoder (lgc_net.go) uses Gorgonia; the rest is
+// plain Go on flat float32 buffers.
 //
 // Exchange is one worker's exchange (a dist.Exchanger). Tensors that the
 // layer policy keeps dense (Compressed) are all-reduced as float32 (or
@@ -15,7 +16,7 @@
 // A compressor declares what it needs once (Needs: collective, rounds, error
 // feedback, momentum ownership). Registry names them: none (every tensor
 // dense), fp16, topk, randomk, dgc, adacomp, onebit, efsignsgd, qsgd, terngrad,
-// powersgd, scalecom, gradiveq.
+// powersgd, scalecom, gradiveq, lgc.
 // The exchange counts every byte it puts on the wire (Traffic), per layer
 // kind and after warm-up.
 package compress

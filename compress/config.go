@@ -34,6 +34,7 @@ type Config struct {
 	QSGD     QSGDConfig     `mapstructure:"qsgd" yaml:"qsgd"`
 	ScaleCom ScaleComConfig `mapstructure:"scalecom" yaml:"scalecom"`
 	GradiVeQ GradiVeQConfig `mapstructure:"gradiveq" yaml:"gradiveq"`
+	LGC      LGCConfig      `mapstructure:"lgc" yaml:"lgc"`
 }
 
 // DGCConfig holds Deep Gradient Compression's switches (Lin et al. 2018). The
@@ -126,6 +127,42 @@ func (g GradiVeQConfig) problems() []Problem {
 // gvqMaxQuantizeBits keeps a GradiVeQ level within 16 bits on the wire.
 const gvqMaxQuantizeBits = 16
 
+// LGCConfig holds LGC's settings (Abrahamyan et al. 2021); lgc.go explains
+// them and where each default comes from. k per tensor comes from
+// compress.density.
+type LGCConfig struct {
+	Variant         string  `mapstructure:"variant" yaml:"variant"`                   // ps (parameter server) or rar (ring all-reduce)
+	DenseSteps      int     `mapstructure:"dense_steps" yaml:"dense_steps"`           // stage 1: dense all-reduce steps
+	TrainSteps      int     `mapstructure:"train_steps" yaml:"train_steps"`           // stage 2: top-k steps that train the autoencoder
+	InnovationRatio float64 `mapstructure:"innovation_ratio" yaml:"innovation_ratio"` // k'/k: each node's innovation entries (PS)
+	LatentRatio     float64 `mapstructure:"latent_ratio" yaml:"latent_ratio"`         // latent values per top-k value
+	Hidden          int     `mapstructure:"hidden" yaml:"hidden"`                     // hidden width of encoder and decoders
+	Lambda1         float64 `mapstructure:"lambda1" yaml:"lambda1"`                   // weight of the reconstruction loss
+	Lambda2         float64 `mapstructure:"lambda2" yaml:"lambda2"`                   // weight of the latent similarity loss
+	LR              float64 `mapstructure:"lr" yaml:"lr"`                             // the autoencoder's learning rate
+	Optimizer       string  `mapstructure:"optimizer" yaml:"optimizer"`               // adam or sgd
+}
+
+// lgcMaxHidden bounds the hidden width (the weights grow as K x hidden).
+const lgcMaxHidden = 1 << 14
+
+// problems checks the lgc section (also run by newLGC).
+func (g LGCConfig) problems() []Problem {
+	var ps problem.List
+	key := func(k string) string { return "compress.lgc." + k }
+	ps.OneOf(key("variant"), g.Variant, []string{"ps", "rar"})
+	ps.AtLeast(key("dense_steps"), g.DenseSteps, 0)
+	ps.AtLeast(key("train_steps"), g.TrainSteps, 0)
+	ps.Fraction(key("innovation_ratio"), g.InnovationRatio)
+	ps.Fraction(key("latent_ratio"), g.LatentRatio)
+	ps.Within(key("hidden"), g.Hidden, 1, lgcMaxHidden)
+	ps.Positive(key("lambda1"), g.Lambda1)
+	ps.NonNegative(key("lambda2"), g.Lambda2)
+	ps.Positive(key("lr"), g.LR)
+	ps.OneOf(key("optimizer"), g.Optimizer, []string{"adam", "sgd"})
+	return ps
+}
+
 // qsgdMaxLevels keeps a level within 16 bits on the wire.
 const qsgdMaxLevels = 1<<16 - 1
 
@@ -146,6 +183,8 @@ func DefaultConfig() Config {
 		QSGD:     QSGDConfig{Levels: 7, BucketSize: 512, Norm: "max"},
 		ScaleCom: ScaleComConfig{Beta: 0.1, WarmupEpochs: 4},
 		GradiVeQ: GradiVeQConfig{SliceSize: 768, Lambda: 0.01, WarmupSteps: 2500, SampleSteps: 100, CompressSteps: 400, Center: true},
+		LGC: LGCConfig{Variant: "ps", DenseSteps: 200, TrainSteps: 300, InnovationRatio: 0.01, LatentRatio: 0.25, Hidden: 64,
+			Lambda1: 0.5, Lambda2: 0.5, LR: 1e-3, Optimizer: "adam"},
 	}
 }
 
@@ -183,6 +222,7 @@ func (c Config) Problems() []Problem {
 	ps.Add(c.QSGD.problems()...)
 	ps.Add(c.ScaleCom.problems()...)
 	ps.Add(c.GradiVeQ.problems()...)
+	ps.Add(c.LGC.problems()...)
 	return ps
 }
 

@@ -53,6 +53,8 @@ func conformanceConfig(name string) Config {
 	// slices of 64 (the last of each tensor zero-padded) keep the PCA small.
 	c.GradiVeQ.WarmupSteps, c.GradiVeQ.SampleSteps, c.GradiVeQ.CompressSteps = 0, 2, 3
 	c.GradiVeQ.SliceSize = 64
+	// LGC: one dense step, one step training the autoencoder, then compressed.
+	c.LGC.DenseSteps, c.LGC.TrainSteps = 1, 1
 	return c
 }
 

@@ -22,6 +22,7 @@ var Registry = map[string]Builder{
 	"qsgd":      newQSGD,
 	"scalecom":  newScaleCom,
 	"gradiveq":  newGradiVeQ,
+	"lgc":       newLGC,
 }
 
 // Names lists the registered compressors, sorted.

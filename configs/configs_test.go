@@ -502,6 +502,9 @@ func TestValidateAll(t *testing.T) {
 	c.Compress.GradiVeQ.SliceSize, c.Compress.GradiVeQ.Rank, c.Compress.GradiVeQ.Lambda = 0, -1, 1
 	c.Compress.GradiVeQ.WarmupSteps, c.Compress.GradiVeQ.SampleSteps, c.Compress.GradiVeQ.CompressSteps = -1, 0, 0
 	c.Compress.GradiVeQ.QuantizeBits = 1
+	l := &c.Compress.LGC
+	l.Variant, l.DenseSteps, l.TrainSteps, l.InnovationRatio, l.LatentRatio = "mesh", -1, -1, 0, 0
+	l.Hidden, l.Lambda1, l.Lambda2, l.LR, l.Optimizer = 0, 0, -1, 0, "lbfgs"
 	c.Network.BandwidthGbps, c.Network.LatencyUs, c.Network.Topology = 0, -1, "mesh"
 
 	err := c.Validate()
