@@ -35,7 +35,8 @@ import subprocess
 import sys
 import time
 
-import benchstats
+sys.dont_write_bytecode = True  # no __pycache__ in the repository
+import benchstats  # noqa: E402 (next to this file)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = ["mlp", "lenet5", "resnet20", "lstm", "charlstm"]
@@ -146,10 +147,11 @@ class Runner:
                    "--threads", str(threads), "--interop-threads", str(INTEROP_THREADS)]
             env = clean_env(extra)
         else:
-            cmd = [a.bin_openblas if side == "openblas" else a.bin_purego, "bench", "--format", "json", "--model"]
+            cmd = [a.bin_openblas if side == "openblas" else a.bin_purego, "bench", "--format", "json"]
             env = clean_env({"GOMAXPROCS": "2"})
         trials = a.probe_trials if phase == "probe" else a.trials
-        cmd += ["--batch", str(a.batch), "--steps", str(a.steps), "--warmup", str(a.warmup), "--trials", str(trials), model]
+        cmd += ["--batch", str(a.batch), "--steps", str(a.steps), "--warmup", str(a.warmup), "--trials", str(trials)]
+        cmd += [model] if side == "pytorch" else ["--model", model]
         t0 = time.monotonic()
         try:
             p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
@@ -181,6 +183,19 @@ def version_fields(line):
     return m.groups() if m else (line.strip(), "?", "?")
 
 
+def user_args(argv):
+    """argv without the binary paths that run.sh adds: the command as typed."""
+    out, skip = [], False
+    for x in argv:
+        if skip:
+            skip = False
+        elif x in ("--bin-openblas", "--bin-purego"):
+            skip = True
+        elif not x.startswith(("--bin-openblas=", "--bin-purego=")):
+            out.append(x)
+    return out
+
+
 def main(argv):
     a = parse_args(argv)
     if a.validate:
@@ -200,7 +215,7 @@ def main(argv):
         stopped[m] = {s: PROBE_CAP * fastest for s, r in probes.items() if r is None}
         for _ in range(a.processes):
             for side in ("openblas", "pytorch", "purego", "pytorch"):
-                run.run("compare", side, m, chosen[m])
+                run.run("compare", side, m, chosen[m] if side == "pytorch" else "")
         summary[m] = {}
         for side in ("pytorch", "openblas", "purego"):
             rs = [r for r in run.results if r["model"] == m and r["phase"] == "compare" and r["side"] == side]
@@ -231,7 +246,7 @@ def write_md(a, argv, results, chosen, stopped, summary, elapsed):
     now = datetime.datetime.now(datetime.timezone.utc)
     ms = lambda s: f"{s * 1e3:.2f}"
     L = ["# Training-step throughput, gradwire vs PyTorch, interleaved processes", ""]
-    L.append(f"Command: `experiments/bench/run.sh {' '.join(argv)}`" + (" (quick smoke test: the figures mean nothing)" if a.quick else ""))
+    L.append(f"Command: `{' '.join(['experiments/bench/run.sh'] + user_args(argv))}`" + (" (quick smoke test: the figures mean nothing)" if a.quick else ""))
     L.append("")
     L.append(f"- Machine: {cpu}, {os.cpu_count()} logical CPUs, {platform.system()} {platform.machine()}; "
              f"date {now:%Y-%m-%d %H:%M} UTC; wall time {elapsed / 60:.1f} min.")
@@ -239,9 +254,9 @@ def write_md(a, argv, results, chosen, stopped, summary, elapsed):
     L.append(f"- PyTorch {torch_version} (python {platform.python_version()}), thread setting per model from a first pass "
              f"(column side; settings below), inter-op threads {INTEROP_THREADS}.")
     L.append(f"- Per process one model: batch {a.batch}, {a.warmup} warm-up steps, then {a.trials} trials of {a.steps} timed "
-             f"steps; a trial's figure is its median step. {a.processes} rounds of gradwire openblas, PyTorch, gradwire "
-             f"pure Go, PyTorch per model ({a.processes} processes per gradwire build, {2 * a.processes} for PyTorch). "
-             f"First pass: one PyTorch process per setting, {a.probe_trials} trial(s), fastest median trial kept.")
+             f"steps; a trial's figure is its median step. Per model, rounds of gradwire openblas, PyTorch, gradwire "
+             f"pure Go, PyTorch: {a.processes} per gradwire build, {2 * a.processes} for PyTorch. "
+             f"First pass: one PyTorch process per setting, trials: {a.probe_trials}, fastest median trial kept.")
     L.append("")
     L.append("| model | side | parameters | processes x trials | best step (ms) | median step (ms) | best samples/s | "
              "median samples/s | median / best | slowest / fastest | ratio of bests | ratio of medians |")

@@ -24,7 +24,8 @@ import os
 import sys
 import time
 
-import benchstats  # next to this file: python puts the script's folder on sys.path
+sys.dont_write_bytecode = True  # no __pycache__ in the repository
+import benchstats  # noqa: E402 (next to this file: python puts the script's folder on sys.path)
 
 import torch
 import torch.nn as nn
