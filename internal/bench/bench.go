@@ -5,6 +5,7 @@ package bench
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -49,31 +50,45 @@ func NewCase(model string, batch int, cfg models.Config) (Case, error) {
 	return Case{Model: model, Config: cfg, Input: in, Batch: batch}, nil
 }
 
-// Result is one case's measurement.
+// Result is one case's measurement: trials timed blocks of Steps steps each,
+// in one process, after Warmup untimed steps.
 type Result struct {
-	Model             string  `json:"model"`
-	Batch             int     `json:"batch"`
-	Input             []int   `json:"input"`
-	Params            int     `json:"params"`
-	Steps             int     `json:"steps"`              // timed steps
-	MedianSeconds     float64 `json:"median_seconds"`     // per step
-	MinSeconds        float64 `json:"min_seconds"`        // fastest step
-	SamplesPerSecond  float64 `json:"samples_per_second"` // batch / median
-	GFLOPs            float64 `json:"gflop_per_second"`   // model FLOPs per step / median; 0 when unknown
-	FLOPsPerStep      int64   `json:"flop_per_step"`
-	AllocBytesPerStep float64 `json:"alloc_bytes_per_step"` // Go heap bytes allocated per step
-	AllocsPerStep     float64 `json:"allocs_per_step"`
-	BLAS              string  `json:"blas"`
-	BLASCore          string  `json:"blas_core,omitempty"` // OpenBLAS core type (openblas build)
-	Ops               string  `json:"ops"`                 // model.ops: fast or gorgonia
+	Model                string    `json:"model"`
+	Batch                int       `json:"batch"`
+	Input                []int     `json:"input"`
+	Params               int       `json:"params"`
+	Warmup               int       `json:"warmup"`                  // untimed steps before the first trial
+	Steps                int       `json:"steps"`                   // timed steps per trial
+	Trials               int       `json:"trials"`                  // timed blocks
+	TrialSeconds         []float64 `json:"trial_seconds"`           // median step of each trial, in run order
+	BestSeconds          float64   `json:"best_seconds"`            // fastest trial's median step
+	MedianSeconds        float64   `json:"median_seconds"`          // median over trials of the trial medians
+	Spread               float64   `json:"spread"`                  // slowest trial / fastest trial
+	MinSeconds           float64   `json:"min_seconds"`             // fastest single step of all trials
+	BestSamplesPerSecond float64   `json:"best_samples_per_second"` // batch / best
+	SamplesPerSecond     float64   `json:"samples_per_second"`      // batch / median
+	BestGFLOPs           float64   `json:"best_gflop_per_second"`   // FLOPs per step / best; 0 when unknown
+	GFLOPs               float64   `json:"gflop_per_second"`        // FLOPs per step / median; 0 when unknown
+	FLOPsPerStep         int64     `json:"flop_per_step"`
+	AllocBytesPerStep    float64   `json:"alloc_bytes_per_step"` // Go heap bytes allocated per timed step
+	AllocsPerStep        float64   `json:"allocs_per_step"`
+	BLAS                 string    `json:"blas"`
+	BLASCore             string    `json:"blas_core,omitempty"` // OpenBLAS core type (openblas build)
+	Ops                  string    `json:"ops"`                 // model.ops: fast or gorgonia
 }
 
-// Measure builds the case's model, runs warmup untimed steps, then times steps
-// steps one by one. Each step is Net.Step plus a plain SGD update, so that the
-// parameters change as in training. Allocation counts cover the timed steps.
-func Measure(c Case, steps, warmup int) (Result, error) {
-	if steps < 1 || warmup < 0 {
-		return Result{}, fmt.Errorf("bench: %d steps and %d warm-up steps, expected >= 1 and >= 0", steps, warmup)
+// Measure builds the case's model, runs warmup untimed steps, then trials
+// timed blocks of steps steps, each step timed on its own. Each step is
+// Net.Step plus a plain SGD update, so that the parameters change as in
+// training. A trial's figure is its median step: one slow step (a GC, another
+// job on the machine) does not move it. Repeating the block in the same
+// process shows how far one block's median can be trusted (Spread); the
+// fastest trial is the least disturbed one. The heap is collected before each
+// trial, outside the timing, so that every trial starts alike; allocation
+// counts cover all timed steps.
+func Measure(c Case, steps, warmup, trials int) (Result, error) {
+	if steps < 1 || warmup < 0 || trials < 1 {
+		return Result{}, fmt.Errorf("bench: %d steps, %d warm-up steps and %d trials, expected steps >= 1, warmup >= 0, trials >= 1", steps, warmup, trials)
 	}
 	net, err := models.New(c.Config, c.Input, c.Batch, 1, 1)
 	if err != nil {
@@ -96,26 +111,38 @@ func Measure(c Case, steps, warmup int) (Result, error) {
 			return Result{}, err
 		}
 	}
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
+	var allocBytes, allocs uint64
+	trialSeconds := make([]float64, trials)
+	minStep := math.Inf(1)
 	times := make([]float64, steps)
-	for i := range times {
-		t0 := time.Now()
-		if err := step(); err != nil {
-			return Result{}, err
+	for tr := range trialSeconds {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for i := range times {
+			t0 := time.Now()
+			if err := step(); err != nil {
+				return Result{}, err
+			}
+			times[i] = time.Since(t0).Seconds()
 		}
-		times[i] = time.Since(t0).Seconds()
+		runtime.ReadMemStats(&after)
+		allocBytes += after.TotalAlloc - before.TotalAlloc
+		allocs += after.Mallocs - before.Mallocs
+		slices.Sort(times)
+		trialSeconds[tr] = median(times)
+		minStep = min(minStep, times[0])
 	}
-	runtime.ReadMemStats(&after)
-	slices.Sort(times)
-	med := median(times)
+	s := Summarize(trialSeconds)
+	timed := float64(steps * trials)
 	r := Result{
-		Model: c.Model, Batch: c.Batch, Input: c.Input.Shape, Params: net.NumParams(), Steps: steps,
-		MedianSeconds: med, MinSeconds: times[0], SamplesPerSecond: float64(c.Batch) / med,
+		Model: c.Model, Batch: c.Batch, Input: c.Input.Shape, Params: net.NumParams(),
+		Warmup: warmup, Steps: steps, Trials: trials, TrialSeconds: trialSeconds,
+		BestSeconds: s.Best, MedianSeconds: s.Median, Spread: s.Spread, MinSeconds: minStep,
+		BestSamplesPerSecond: float64(c.Batch) / s.Best, SamplesPerSecond: float64(c.Batch) / s.Median,
 		FLOPsPerStep:      net.TrainFLOPs(),
-		AllocBytesPerStep: float64(after.TotalAlloc-before.TotalAlloc) / float64(steps),
-		AllocsPerStep:     float64(after.Mallocs-before.Mallocs) / float64(steps),
+		AllocBytesPerStep: float64(allocBytes) / timed,
+		AllocsPerStep:     float64(allocs) / timed,
 		BLAS:              models.BLAS,
 		BLASCore:          models.BLASCoreType(),
 		Ops:               c.Config.Ops,
@@ -124,9 +151,25 @@ func Measure(c Case, steps, warmup int) (Result, error) {
 		r.Ops = models.OpsFast
 	}
 	if r.FLOPsPerStep > 0 {
-		r.GFLOPs = float64(r.FLOPsPerStep) / med / 1e9
+		r.BestGFLOPs = float64(r.FLOPsPerStep) / s.Best / 1e9
+		r.GFLOPs = float64(r.FLOPsPerStep) / s.Median / 1e9
 	}
 	return r, nil
+}
+
+// TrialStats summarises the per-trial step times of one measurement.
+type TrialStats struct {
+	Best   float64 // fastest trial
+	Median float64 // median trial (mean of the middle two for an even count)
+	Spread float64 // slowest / fastest; 1 when all trials agree
+}
+
+// Summarize is the best, median and spread of per-trial step times (seconds,
+// any order, at least one). experiments/bench/benchstats.py computes the same
+// figures over the trials of several processes.
+func Summarize(trials []float64) TrialStats {
+	sorted := slices.Sorted(slices.Values(trials))
+	return TrialStats{Best: sorted[0], Median: median(sorted), Spread: sorted[len(sorted)-1] / sorted[0]}
 }
 
 // median of sorted values.
