@@ -141,6 +141,10 @@ type LGCConfig struct {
 	Lambda2         float64 `mapstructure:"lambda2" yaml:"lambda2"`                   // weight of the latent similarity loss
 	LR              float64 `mapstructure:"lr" yaml:"lr"`                             // the autoencoder's learning rate
 	Optimizer       string  `mapstructure:"optimizer" yaml:"optimizer"`               // adam or sgd
+	// DGC's momentum correction and factor masking on the sparse stages (the
+	// optimizer then takes plain steps on the compressed tensors).
+	MomentumCorrection bool `mapstructure:"momentum_correction" yaml:"momentum_correction"`
+	FactorMasking      bool `mapstructure:"factor_masking" yaml:"factor_masking"`
 }
 
 // lgcMaxHidden bounds the hidden width (the weights grow as K x hidden).
@@ -184,7 +188,7 @@ func DefaultConfig() Config {
 		ScaleCom: ScaleComConfig{Beta: 0.1, WarmupEpochs: 4},
 		GradiVeQ: GradiVeQConfig{SliceSize: 768, Lambda: 0.01, WarmupSteps: 2500, SampleSteps: 100, CompressSteps: 400, Center: true},
 		LGC: LGCConfig{Variant: "ps", DenseSteps: 200, TrainSteps: 300, InnovationRatio: 0.01, LatentRatio: 0.25, Hidden: 64,
-			Lambda1: 0.5, Lambda2: 0.5, LR: 1e-3, Optimizer: "adam"},
+			Lambda1: 0.5, Lambda2: 0.5, LR: 1e-3, Optimizer: "adam", MomentumCorrection: true, FactorMasking: true},
 	}
 }
 

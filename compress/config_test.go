@@ -40,8 +40,8 @@ func TestOwnsMomentumFollowsNeeds(t *testing.T) {
 	for _, name := range Names() {
 		for _, mc := range []bool{true, false} {
 			c := DefaultConfig()
-			c.Name, c.DGC.MomentumCorrection = name, mc
-			want := name == "dgc" && mc
+			c.Name, c.DGC.MomentumCorrection, c.LGC.MomentumCorrection = name, mc, mc
+			want := (name == "dgc" || name == "lgc") && mc
 			if got := c.OwnsMomentum(); got != want {
 				t.Errorf("%s momentum_correction %v: OwnsMomentum %v, want %v", name, mc, got, want)
 			}

@@ -175,13 +175,20 @@ func (c *dgc) clipScale(grad []float32) float32 {
 // to its accumulators: with momentum correction u = m*u + g, v += u (Nesterov:
 // u = (u+g)*m, v += u + g); without it v += g.
 func (c *dgc) accumulate(g, w, u, v []float32, scale float32) {
-	m, wd := float32(c.hyper.Momentum), float32(c.hyper.WeightDecay)
+	momentumAccumulate(g, w, u, v, scale, c.hyper)
+}
+
+// momentumAccumulate is DGC's momentum correction, shared with LGC: u = m*u +
+// (g*scale + wd*w), v += u (Nesterov: u = (u+g')*m, v += u + g'); with u nil,
+// plain accumulation v += g*scale. w is read only when h.WeightDecay != 0.
+func momentumAccumulate(g, w, u, v []float32, scale float32, h Hyper) {
+	m, wd := float32(h.Momentum), float32(h.WeightDecay)
 	switch {
 	case u == nil:
 		for i := range v {
 			v[i] += g[i] * scale
 		}
-	case wd == 0 && c.hyper.Nesterov:
+	case wd == 0 && h.Nesterov:
 		for i := range v {
 			gi := g[i] * scale
 			u[i] = (u[i] + gi) * m
@@ -192,7 +199,7 @@ func (c *dgc) accumulate(g, w, u, v []float32, scale float32) {
 			u[i] = m*u[i] + g[i]*scale
 			v[i] += u[i]
 		}
-	case c.hyper.Nesterov:
+	case h.Nesterov:
 		w = w[:len(v)]
 		for i := range v {
 			gi := g[i]*scale + wd*w[i]

@@ -81,6 +81,18 @@ import (
 // decode a payload on its own) and reports it as an ErrorFeedback whose Sent
 // is what the node meant to send.
 //
+// Momentum correction [own, after the "top-k or DGC-style" and DGC
+// (Lin et al. 2018)]: compress.lgc.momentum_correction (default true) makes
+// LGC apply the optimizer's momentum and weight decay itself, as DGC does
+// (momentumAccumulate: u = m*u + g + wd*w, v += u; p = v, the residual is
+// v), with momentum factor masking (u = 0 at I, compress.lgc.factor_masking,
+// default true); the optimizer then takes plain SGD steps on the compressed
+// tensors (Needs.OwnsMomentum). Stage 1 sends all of v and keeps u, which is
+// momentum SGD. Without it, top-k with error feedback under an optimizer's
+// momentum (the reimplementation's setting) diverged on the LeNet-5 sweep's
+// base (lr 0.1, momentum 0.9) in stage 2, as plain topk does there: the
+// training loss went to ln(10).
+//
 // The autoencoder (lgc_net.go), built and trained with Gorgonia, float32:
 //
 //	encoder  K -> H -> L: x W1 + b1, LeakyReLU (slope 0.01), W2 + b2
@@ -169,6 +181,8 @@ import (
 // 4.9 ms, stage 3 2.6 ms; a LeNet-5 step takes about 130 ms here.
 type lgc struct {
 	cfg      LGCConfig
+	hyper    Hyper     // momentum and weight decay, applied here with momentum correction
+	u        []float32 // momentum per packed element (momentum correction only)
 	tensors  []Tensor
 	size     int
 	worker   int
@@ -226,7 +240,7 @@ var (
 	_ StateSizer      = (*lgc)(nil)
 )
 
-func newLGC(cfg Config, tensors []Tensor, worker, workers int, seed int64, _ Hyper) (Compressor, error) {
+func newLGC(cfg Config, tensors []Tensor, worker, workers int, seed int64, hyper Hyper) (Compressor, error) {
 	lc := cfg.LGC
 	if err := problem.Join(lc.problems()); err != nil {
 		return nil, err
@@ -240,7 +254,7 @@ func newLGC(cfg Config, tensors []Tensor, worker, workers int, seed int64, _ Hyp
 	if workers < 1 || worker < 0 || worker >= workers {
 		return nil, fmt.Errorf("lgc: worker %d of %d", worker, workers)
 	}
-	c := &lgc{cfg: lc, tensors: tensors, size: packedSize(tensors), worker: worker, workers: workers}
+	c := &lgc{cfg: lc, hyper: hyper, tensors: tensors, size: packedSize(tensors), worker: worker, workers: workers}
 	for _, t := range tensors {
 		k := sparseK(t.Size, cfg.Density)
 		c.ks, c.koff = append(c.ks, k), append(c.koff, c.k)
@@ -248,6 +262,9 @@ func newLGC(cfg Config, tensors []Tensor, worker, workers int, seed int64, _ Hyp
 		c.denseWire = append(c.denseWire, int64(4*t.Size))
 	}
 	c.residual, c.comp = make([]float32, c.size), make([]float32, c.size)
+	if lc.MomentumCorrection {
+		c.u = make([]float32, c.size)
+	}
 	c.tw0, c.tw1, c.tw2 = make([]int64, len(tensors)), make([]int64, len(tensors)), make([]int64, len(tensors))
 	if c.k == 0 {
 		return c, nil // no tensor: nothing to learn (Config.OwnsMomentum builds one so)
@@ -281,7 +298,8 @@ func newLGC(cfg Config, tensors []Tensor, worker, workers int, seed int64, _ Hyp
 // (stage 3, RAR). A round a stage does not use carries empty payloads.
 func (c *lgc) Needs() Needs {
 	return Needs{Collective: dist.OpAllGather, Rounds: 3,
-		RoundOps: []dist.Op{dist.OpAllGather, dist.OpAllGather, dist.OpAllReduce}}
+		RoundOps:     []dist.Op{dist.OpAllGather, dist.OpAllGather, dist.OpAllReduce},
+		OwnsMomentum: c.cfg.MomentumCorrection}
 }
 
 // stageAt is the stage of a step.
@@ -309,7 +327,7 @@ func (c *lgc) Encode(r int, grad []float32, prev Combined, info StepInfo) (Paylo
 	}
 	switch r {
 	case 0:
-		return c.round0(grad, info), nil
+		return c.round0(grad, info)
 	case 1:
 		return c.round1(grad, prev)
 	case 2:
@@ -320,11 +338,29 @@ func (c *lgc) Encode(r int, grad []float32, prev Combined, info StepInfo) (Paylo
 
 // round0 compensates (p = g + residual, in grad) and, on the master after
 // stage 1, selects I and sends s and I.
-func (c *lgc) round0(grad []float32, info StepInfo) Payload {
+func (c *lgc) round0(grad []float32, info StepInfo) (Payload, error) {
 	c.stage, c.step = c.stageAt(info.Step), info.Step
-	for i, e := range c.residual {
-		grad[i] += e
-		c.comp[i] = grad[i]
+	if c.u != nil {
+		// DGC's momentum correction: u = m*u + g + wd*w, v += u; the residual
+		// is v, and p = v.
+		for _, t := range c.tensors {
+			lo, hi := t.Offset, t.Offset+t.Size
+			var w []float32
+			if c.hyper.WeightDecay != 0 {
+				if len(info.Params) < t.FlatOffset+t.Size {
+					return Payload{}, fmt.Errorf("lgc: weight decay needs the parameters: have %d values, tensor %s reaches %d", len(info.Params), t.Name, t.FlatOffset+t.Size)
+				}
+				w = info.Params[t.FlatOffset : t.FlatOffset+t.Size]
+			}
+			momentumAccumulate(grad[lo:hi], w, c.u[lo:hi], c.residual[lo:hi], 1, c.hyper)
+		}
+		copy(grad, c.residual)
+		copy(c.comp, grad)
+	} else {
+		for i, e := range c.residual {
+			grad[i] += e
+			c.comp[i] = grad[i]
+		}
 	}
 	c.enc0.Reset()
 	if c.stage == lgcDense {
@@ -332,7 +368,7 @@ func (c *lgc) round0(grad []float32, info StepInfo) Payload {
 	}
 	if c.stage == lgcDense || c.worker != lgcMaster {
 		clear(c.tw0)
-		return Payload{Bytes: c.enc0.Bytes(), TensorWire: c.tw0}
+		return Payload{Bytes: c.enc0.Bytes(), TensorWire: c.tw0}, nil
 	}
 	for ti, t := range c.tensors {
 		o, k := c.koff[ti], c.ks[ti]
@@ -343,7 +379,7 @@ func (c *lgc) round0(grad []float32, info StepInfo) Payload {
 	c.scale = lgcRMS(c.v)
 	c.enc0.Uint32(math.Float32bits(c.scale))
 	c.enc0.Int32s(c.idx)
-	return Payload{Bytes: c.enc0.Bytes(), Wire: int64(c.enc0.Len()), TensorWire: c.tw0}
+	return Payload{Bytes: c.enc0.Bytes(), Wire: int64(c.enc0.Len()), TensorWire: c.tw0}, nil
 }
 
 // gather copies the compensated values at I into v.
@@ -387,6 +423,9 @@ func (c *lgc) round1(grad []float32, prev Combined) (Payload, error) {
 		o, k := c.koff[ti], c.ks[ti]
 		for _, i := range c.idx[o : o+k] {
 			c.residual[t.Offset+int(i)] = 0 // p minus what this node meant to send
+			if c.u != nil && c.cfg.FactorMasking {
+				c.u[t.Offset+int(i)] = 0 // momentum factor masking
+			}
 		}
 	}
 	switch {
@@ -687,6 +726,9 @@ func (c *lgc) EncoderBytes() int64 {
 // copies.
 func (c *lgc) State() map[string][]float32 {
 	st := map[string][]float32{"residual": slices.Clone(c.residual)}
+	if c.u != nil {
+		st["lgc.momentum"] = slices.Clone(c.u)
+	}
 	if c.net != nil {
 		st["lgc.weights"] = slices.Clone(c.net.w)
 		if c.net.m != nil {
@@ -699,6 +741,9 @@ func (c *lgc) State() map[string][]float32 {
 // stateBuffers names the state's buffers with the live slices they restore.
 func (c *lgc) stateBuffers() map[string][]float32 {
 	st := map[string][]float32{"residual": c.residual}
+	if c.u != nil {
+		st["lgc.momentum"] = c.u
+	}
 	if c.net != nil {
 		st["lgc.weights"] = c.net.w
 		if c.net.m != nil {

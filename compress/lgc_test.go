@@ -34,6 +34,12 @@ func (m *lgcTape) AllReduce(b []float32) error {
 // lgcWorkers builds n workers' exchanges over params (seed 1).
 func lgcWorkers(t testing.TB, cfg Config, params []optim.Param, n int) ([]*Exchange, []*lgcTape) {
 	t.Helper()
+	return lgcWorkersHyper(t, cfg, params, n, Hyper{})
+}
+
+// lgcWorkersHyper is lgcWorkers with the optimizer's momentum and decay.
+func lgcWorkersHyper(t testing.TB, cfg Config, params []optim.Param, n int, hyper Hyper) ([]*Exchange, []*lgcTape) {
+	t.Helper()
 	members, err := dist.NewLocal(n)
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +48,7 @@ func lgcWorkers(t testing.TB, cfg Config, params []optim.Param, n int) ([]*Excha
 	for w := range xs {
 		tapes[w] = &lgcTape{Collective: members[w]}
 		info := func(step int) StepInfo { return StepInfo{Step: step, StepsPerEpoch: 100, Worker: w, Workers: n} }
-		if xs[w], err = NewExchange(cfg, params, tapes[w], 1, Hyper{}, info); err != nil {
+		if xs[w], err = NewExchange(cfg, params, tapes[w], 1, hyper, info); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -688,8 +694,8 @@ func TestLGCResumeEqualsUninterrupted(t *testing.T) {
 		}
 		// The state outgrows twice the compressed tensors (StateSizer).
 		c := lgcOf(full[0])
-		if got, w := c.StateValues(), len(c.net.w); got != 1488+3*w || got < 2*1488 {
-			t.Errorf("%s: StateValues %d, want 1488 + 3 x %d", variant, got, w)
+		if got, w := c.StateValues(), len(c.net.w); got != 2*1488+3*w || got < 2*1488 {
+			t.Errorf("%s: StateValues %d, want 2 x 1488 + 3 x %d (residual, momentum, weights and Adam's moments)", variant, got, w)
 		}
 	}
 }
@@ -939,7 +945,7 @@ func TestLGCLeNet5Sizes(t *testing.T) {
 	if !slices.Equal(c.ks, []int{1, 3, 48, 11, 1}) || c.k != 64 || c.latent != 16 || c.kInno != 1 {
 		t.Fatalf("k %v, K %d, L %d, k' %d", c.ks, c.k, c.latent, c.kInno)
 	}
-	if c.EncoderBytes() != 20800 || len(c.net.w) != 79952 || c.StateValues() != 61470+3*79952 {
+	if c.EncoderBytes() != 20800 || len(c.net.w) != 79952 || c.StateValues() != 2*61470+3*79952 {
 		t.Fatalf("encoder %d B, %d weights, state %d values", c.EncoderBytes(), len(c.net.w), c.StateValues())
 	}
 	// Stage-3 bytes by the formula TestLGCStagePayloadSizes checks on payloads.
@@ -952,4 +958,49 @@ func TestLGCLeNet5Sizes(t *testing.T) {
 	if _, err := newLGC(big, tensors, 0, 8, 1, Hyper{}); err == nil || !strings.Contains(err.Error(), "compress.lgc.hidden: 16384: the autoencoder would have") {
 		t.Fatalf("an autoencoder past the bound: %v", err)
 	}
+}
+
+// TestLGCMomentumCorrection: with momentum correction (the default) LGC
+// applies DGC's u = m*u + g, v += u itself. Momentum 0.5, the shared 2x4
+// inputs, two dense steps then one training step at density 0.5 (k = 4):
+//
+//	step 0 (dense)  u_w = g_w; mean = (g1 + g2)/2 = [.3 -.15 .2 -.2 -.55 .2 .025 .05]
+//	step 1 (dense)  u_w = .5 g_w + g'_w: u1 = [.5 -.2 .25 .1 -.7 .35 -.025 -.05],
+//	                u2 = [.2 -.05 .35 -.5 -.45 .15 .1 .2]; the mean of them is
+//	                [.35 -.125 .3 -.2 -.575 .25 .0375 .075] (momentum SGD's)
+//	step 2 (train, g' again)  u1 = [.55 -.2 .325 .15 -.75 .375 -.0625 -.025],
+//	                u2 = [.2 -.025 .375 -.55 -.425 .175 .15 .2]; v = u (the
+//	                dense steps left no residual); the master's top 4 of |v1|:
+//	                I = {0, 2, 4, 5}; mean at I: [.375 0 .35 0 -.5875 .275 0 0];
+//	                residual and (masked) momentum: v with I zeroed:
+//	                w1 [0 -.2 0 .15 0 0 -.0625 -.025], w2 [0 -.025 0 -.55 0 0 .15 .2].
+func TestLGCMomentumCorrection(t *testing.T) {
+	for _, variant := range []string{"ps", "rar"} {
+		cfg := lgcConfig(variant, 0.5, 2, 1)
+		xs, _ := lgcWorkersHyper(t, cfg, gvqParam2x4(), 2, Hyper{Momentum: 0.5})
+		if !xs[0].Compressor().Needs().OwnsMomentum {
+			t.Fatal("lgc with momentum correction does not own the momentum")
+		}
+		outs := lgcRun(t, xs, lgcGrads[0], 0)
+		near(t, variant+" step 0", outs[0], []float64{0.3, -0.15, 0.2, -0.2, -0.55, 0.2, 0.025, 0.05})
+		outs = lgcRun(t, xs, lgcGrads[1], 1)
+		near(t, variant+" step 1", outs[1], []float64{0.35, -0.125, 0.3, -0.2, -0.575, 0.25, 0.0375, 0.075})
+		outs = lgcRun(t, xs, lgcGrads[1], 2)
+		near(t, variant+" step 2", outs[0], []float64{0.375, 0, 0.35, 0, -0.5875, 0.275, 0, 0})
+		want := [][]float64{{0, -0.2, 0, 0.15, 0, 0, -0.0625, -0.025}, {0, -0.025, 0, -0.55, 0, 0, 0.15, 0.2}}
+		for w := range 2 {
+			near(t, variant+" residual", lgcOf(xs[w]).Residual(), want[w])
+			near(t, variant+" momentum", lgcOf(xs[w]).u, want[w])
+		}
+	}
+	// Off: plain error feedback, and the optimizer keeps the momentum.
+	cfg := lgcConfig("ps", 0.5, 2, 1)
+	cfg.LGC.MomentumCorrection = false
+	xs, _ := lgcWorkersHyper(t, cfg, gvqParam2x4(), 2, Hyper{Momentum: 0.5})
+	if xs[0].Compressor().Needs().OwnsMomentum || lgcOf(xs[0]).u != nil {
+		t.Error("lgc without momentum correction owns the momentum")
+	}
+	lgcRun(t, xs, lgcGrads[0], 0)
+	outs := lgcRun(t, xs, lgcGrads[1], 1)
+	near(t, "no correction, step 1", outs[0], []float64{0.2, -0.05, 0.2, -0.1, -0.3, 0.15, 0.025, 0.05})
 }

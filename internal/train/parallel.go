@@ -176,7 +176,8 @@ func (j *job) fitOptimizer(opt optim.Optimizer) error {
 	}
 	sgd, ok := opt.(*optim.SGD)
 	if !ok {
-		return fmt.Errorf("compress.name %s applies momentum itself (momentum correction): optim.name must be sgd, not %s", j.cfg.Compress.Name, j.cfg.Optim.Name)
+		return fmt.Errorf("compress.name %s applies momentum itself (momentum correction): optim.name must be sgd, not %s (or set compress.%s.momentum_correction: false)",
+			j.cfg.Compress.Name, j.cfg.Optim.Name, j.cfg.Compress.Name)
 	}
 	for _, t := range j.exchanges[0].CompressedTensors() {
 		sgd.PlainSteps(t.Name)
