@@ -66,9 +66,13 @@ type dgc struct {
 }
 
 var (
-	_ Compressor    = (*dgc)(nil)
-	_ ErrorFeedback = (*dgc)(nil)
+	_ Compressor       = (*dgc)(nil)
+	_ ErrorFeedback    = (*dgc)(nil)
+	_ statelessDecoder = (*dgc)(nil)
 )
+
+// statelessDecode: DecodeAdd writes only dst and its scratch (decIdx, decVals).
+func (c *dgc) statelessDecode() {}
 
 // newDGC builds worker's DGC compressor; it validates the settings it uses.
 func newDGC(cfg Config, tensors []Tensor, worker, workers int, seed int64, hyper Hyper) (Compressor, error) {

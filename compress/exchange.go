@@ -70,6 +70,10 @@ type Exchange struct {
 	traffic   Traffic
 	step      func(step int) StepInfo
 	sum64     dist.Float64Mean
+	// inPlace: every tensor travels dense, so dbuf's layout is grad's and
+	// the dense all-reduce runs on grad itself. dbuf is kept all the same
+	// (its size is the dense baseline) but never touched.
+	inPlace bool
 }
 
 // Builder makes one worker's compressor for the tensors it compresses.
@@ -120,6 +124,7 @@ func NewExchange(cfg Config, params []optim.Param, member dist.Collective, seed 
 			x.dbuf = append(x.dbuf, make([]float32, t.Size)...)
 		}
 	}
+	x.inPlace = len(x.packed) == 0
 	if len(x.packed) > 0 {
 		var err error
 		if x.comp, err = build(cfg, x.packed, member.Rank(), member.Size(), seed, hyper); err != nil {
@@ -173,7 +178,22 @@ func (x *Exchange) SetTraffic(t Traffic) { x.traffic = t }
 
 // Exchange replaces grad (the worker's flat gradient) with the mean over all
 // workers of their (decompressed) gradients.
-func (x *Exchange) Exchange(grad []float32, step int) error {
+func (x *Exchange) Exchange(grad []float32, step int) error { return x.exchange(grad, step, true) }
+
+// Contribute takes part in a step's exchange as Exchange does (the same
+// collectives, and the same compressor state and byte counts afterwards) but
+// leaves grad with unspecified contents instead of the mean. It is for a
+// worker whose mean nobody reads (dist.Engine reads local worker 0's only),
+// and skips the work that would only produce that mean.
+func (x *Exchange) Contribute(grad []float32, step int) error { return x.exchange(grad, step, false) }
+
+// statelessDecoder marks a compressor whose decoding changes none of its
+// state (DecodeAdd writes only dst and scratch): a worker that does not read
+// the mean skips decoding.
+type statelessDecoder interface{ statelessDecode() }
+
+// exchange is Exchange, or with keep false Contribute.
+func (x *Exchange) exchange(grad []float32, step int, keep bool) error {
 	info := x.step(step)
 	n := x.member.Size()
 	steady := x.comp == nil || x.comp.Steady(info)
@@ -194,25 +214,14 @@ func (x *Exchange) Exchange(grad []float32, step int) error {
 		}
 	}
 	if len(x.dense) > 0 {
-		for _, t := range x.dense {
-			copy(x.dbuf[t.Offset:t.Offset+t.Size], grad[t.FlatOffset:t.FlatOffset+t.Size])
+		if err := x.exchangeDense(grad, n, keep); err != nil {
+			return err
 		}
 		bytesPer := int64(4)
 		if x.denseFP16 {
-			RoundF16(x.dbuf)
 			bytesPer = 2
 		}
-		if n > 1 {
-			if err := x.member.AllReduce(x.dbuf); err != nil {
-				return err
-			}
-		}
-		inv := 1 / float32(n)
 		for _, t := range x.dense {
-			dst := grad[t.FlatOffset : t.FlatOffset+t.Size]
-			for i, v := range x.dbuf[t.Offset : t.Offset+t.Size] {
-				dst[i] = v * inv
-			}
 			count(t.Kind, bytesPer*int64(t.Size), int64(4*t.Size))
 		}
 	}
@@ -253,11 +262,75 @@ func (x *Exchange) Exchange(grad []float32, step int) error {
 			x.traffic.SteadyRoundWire[r] += p.Wire
 		}
 	}
+	if _, pure := x.comp.(statelessDecoder); pure && !keep {
+		return nil
+	}
 	if err := x.send.Decompress(prev, x.out, info); err != nil {
 		return err
 	}
+	if !keep {
+		return nil
+	}
 	for _, t := range x.packed {
 		copy(grad[t.FlatOffset:t.FlatOffset+t.Size], x.out[t.Offset:t.Offset+t.Size])
+	}
+	return nil
+}
+
+// exchangeDense all-reduces the dense tensors and, with keep, writes their
+// mean into grad. When every tensor is dense the all-reduce runs on grad
+// itself (dbuf's layout is grad's); a collective that can average
+// (dist.Averager) scales the sums itself and skips writing a result that is
+// not kept. Either way every value is sum * (1/n), one float32
+// multiplication, as without them.
+func (x *Exchange) exchangeDense(grad []float32, n int, keep bool) error {
+	buf := x.dbuf
+	if x.inPlace {
+		buf = grad[:len(x.dbuf)]
+	} else {
+		for _, t := range x.dense {
+			copy(x.dbuf[t.Offset:t.Offset+t.Size], grad[t.FlatOffset:t.FlatOffset+t.Size])
+		}
+	}
+	if x.denseFP16 {
+		RoundF16(buf)
+	}
+	inv := 1 / float32(n)
+	scaled := false
+	if n > 1 {
+		avg, ok := x.member.(dist.Averager)
+		var err error
+		if ok {
+			err = avg.AllReduceScaled(buf, inv, keep)
+		} else {
+			err = x.member.AllReduce(buf)
+		}
+		if err != nil {
+			return err
+		}
+		scaled = ok
+	}
+	switch {
+	case !keep:
+	case x.inPlace && n == 1:
+		// The mean of one worker is its gradient (times 1: the same value).
+	case x.inPlace && !scaled:
+		for i, v := range buf {
+			buf[i] = v * inv
+		}
+	case x.inPlace:
+	default:
+		for _, t := range x.dense {
+			dst := grad[t.FlatOffset : t.FlatOffset+t.Size]
+			src := x.dbuf[t.Offset : t.Offset+t.Size]
+			if scaled {
+				copy(dst, src)
+				continue
+			}
+			for i, v := range src {
+				dst[i] = v * inv
+			}
+		}
 	}
 	return nil
 }

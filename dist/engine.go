@@ -42,6 +42,15 @@ type Exchanger interface {
 	Exchange(grad []float32, step int) error
 }
 
+// Contributor is an Exchanger whose worker can take part in a step's exchange
+// without receiving the mean: Contribute does what Exchange does to the
+// exchange's own state and to the other workers, but may leave grad with
+// unspecified contents. The engine reads only local worker 0's mean and lets
+// the others contribute.
+type Contributor interface {
+	Contribute(grad []float32, step int) error
+}
+
 // Engine maps the logical workers hosted by this process onto replicas. Worker w
 // is computed by replica w mod R, always in the same order, so results do not
 // depend on scheduling; each worker owns its gradient buffer and exchanges it
@@ -121,7 +130,16 @@ func (e *Engine) choosePrecision(n int) error {
 			e.grads = append(e.grads, make([]float32, n))
 		}
 		e.collect = func(w, r int) { copy(e.grads[w], e.replicas[r].Grad()) }
-		e.exchangeW = func(w, step int) error { return e.exchange[w].Exchange(e.grads[w], step) }
+		// Only worker 0's mean is published: the others only contribute
+		// where their exchanges can.
+		xs := make([]func([]float32, int) error, len(e.exchange))
+		for w, x := range e.exchange {
+			xs[w] = x.Exchange
+			if c, ok := x.(Contributor); ok && w > 0 {
+				xs[w] = c.Contribute
+			}
+		}
+		e.exchangeW = func(w, step int) error { return xs[w](e.grads[w], step) }
 		e.publish = func() { copy(e.replicas[0].Grad(), e.grads[0]) }
 		return nil
 	}
