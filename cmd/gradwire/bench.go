@@ -266,7 +266,8 @@ func engineWriter(format string, w io.Writer) (func([]bench.EngineResult) error,
 			cw := csv.NewWriter(w)
 			cw.Write([]string{"model", "global_batch", "params", "scenario", "workers", "replicas", "compress", "worker_batch", "op_workers",
 				"warmup", "steps", "trials", "best_seconds", "median_seconds", "spread", "best_ratio", "median_ratio",
-				"best_overhead_percent", "median_overhead_percent", "compute_seconds", "alloc_bytes_per_step", "allocs_per_step",
+				"best_overhead_percent", "median_overhead_percent", "compute_seconds", "best_cpu_seconds", "median_cpu_seconds",
+				"alloc_bytes_per_step", "allocs_per_step",
 				"ops", "blas", "gomaxprocs", "machine", "trial_seconds"})
 			for _, r := range rs {
 				for _, s := range r.Scenarios {
@@ -279,7 +280,7 @@ func engineWriter(format string, w io.Writer) (func([]bench.EngineResult) error,
 						strconv.Itoa(s.Replicas), s.Compress, strconv.Itoa(s.WorkerBatch), strconv.Itoa(s.OpWorkers),
 						strconv.Itoa(r.Warmup), strconv.Itoa(r.Steps), strconv.Itoa(r.Trials), g(s.BestSeconds), g(s.MedianSeconds),
 						strconv.FormatFloat(s.Spread, 'f', 3, 64), strconv.FormatFloat(s.BestRatio, 'f', 3, 64), strconv.FormatFloat(s.MedianRatio, 'f', 3, 64),
-						pct(s.BestOverhead), pct(s.MedianOverhead), g(s.ComputeSeconds),
+						pct(s.BestOverhead), pct(s.MedianOverhead), g(s.ComputeSeconds), g(s.BestCPUSeconds), g(s.MedianCPUSeconds),
 						strconv.FormatFloat(s.AllocBytesPerStep, 'f', 0, 64), strconv.FormatFloat(s.AllocsPerStep, 'f', 0, 64),
 						r.Ops, r.BLAS, strconv.Itoa(r.GOMAXPROCS), r.Machine, strings.Join(trials, ";")})
 				}
@@ -293,14 +294,18 @@ func engineWriter(format string, w io.Writer) (func([]bench.EngineResult) error,
 				fmt.Fprintf(w, "%s; GOMAXPROCS %d; ops %s; blas %s; %d trials x %d steps after %d warm-up steps\n\n",
 					rs[0].Machine, rs[0].GOMAXPROCS, rs[0].Ops, rs[0].BLAS, rs[0].Trials, rs[0].Steps, rs[0].Warmup)
 			}
-			fmt.Fprintln(w, "| model | global batch | scenario | worker batch | op workers | best step (ms) | median step (ms) | spread | best / first | median / first | compressor overhead, best (%) | compressor overhead, median (%) | compute per worker (ms) | allocated per step (MB) | allocations per step |")
-			fmt.Fprintln(w, "|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+			fmt.Fprintln(w, "| model | global batch | scenario | worker batch | op workers | best step (ms) | median step (ms) | spread | best / first | median / first | compressor overhead, best (%) | compressor overhead, median (%) | compute per worker (ms) | CPU per step, median (ms) | CPU / first | allocated per step (MB) | allocations per step |")
+			fmt.Fprintln(w, "|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 			for _, r := range rs {
 				for _, s := range r.Scenarios {
-					fmt.Fprintf(w, "| %s | %d | %s | %d | %d | %.2f | %.2f | %.2fx | %.3f | %.3f | %s | %s | %.2f | %.2f | %.0f |\n",
+					cpuRatio := s.MedianCPUSeconds / r.Scenarios[0].MedianCPUSeconds
+					if r.Scenarios[0].MedianCPUSeconds == 0 {
+						cpuRatio = 0
+					}
+					fmt.Fprintf(w, "| %s | %d | %s | %d | %d | %.2f | %.2f | %.2fx | %.3f | %.3f | %s | %s | %.2f | %.2f | %.3f | %.2f | %.0f |\n",
 						r.Model, r.GlobalBatch, s.Scenario, s.WorkerBatch, s.OpWorkers, s.BestSeconds*1e3, s.MedianSeconds*1e3, s.Spread,
 						s.BestRatio, s.MedianRatio, pct(s.BestOverhead), pct(s.MedianOverhead), s.ComputeSeconds*1e3,
-						s.AllocBytesPerStep/1e6, s.AllocsPerStep)
+						s.MedianCPUSeconds*1e3, cpuRatio, s.AllocBytesPerStep/1e6, s.AllocsPerStep)
 				}
 			}
 			return nil

@@ -58,19 +58,25 @@ type EngineCase struct {
 
 // ScenarioResult is one scenario's measurement.
 type ScenarioResult struct {
-	Scenario          string    `json:"scenario"` // WORKERS/REPLICAS/COMPRESSOR
-	Workers           int       `json:"workers"`
-	Replicas          int       `json:"replicas"`
-	Compress          string    `json:"compress"`
-	WorkerBatch       int       `json:"worker_batch"`
-	OpWorkers         int       `json:"op_workers"` // goroutines each fast op of a replica uses
-	TrialSeconds      []float64 `json:"trial_seconds"`
-	BestSeconds       float64   `json:"best_seconds"`
-	MedianSeconds     float64   `json:"median_seconds"`
-	Spread            float64   `json:"spread"`
-	ComputeSeconds    float64   `json:"compute_seconds"` // median over timed steps of the engine's mean per-worker compute time
-	AllocBytesPerStep float64   `json:"alloc_bytes_per_step"`
-	AllocsPerStep     float64   `json:"allocs_per_step"`
+	Scenario       string    `json:"scenario"` // WORKERS/REPLICAS/COMPRESSOR
+	Workers        int       `json:"workers"`
+	Replicas       int       `json:"replicas"`
+	Compress       string    `json:"compress"`
+	WorkerBatch    int       `json:"worker_batch"`
+	OpWorkers      int       `json:"op_workers"` // goroutines each fast op of a replica uses
+	TrialSeconds   []float64 `json:"trial_seconds"`
+	BestSeconds    float64   `json:"best_seconds"`
+	MedianSeconds  float64   `json:"median_seconds"`
+	Spread         float64   `json:"spread"`
+	ComputeSeconds float64   `json:"compute_seconds"` // median over timed steps of the engine's mean per-worker compute time
+	// CPU time of the process per step (all threads), best and median over
+	// the trials; 0 where the system does not report it. On a machine shared
+	// with other jobs it varies less than the step time, and shows the work
+	// a scenario adds even where idle cores would hide it.
+	BestCPUSeconds    float64 `json:"best_cpu_seconds"`
+	MedianCPUSeconds  float64 `json:"median_cpu_seconds"`
+	AllocBytesPerStep float64 `json:"alloc_bytes_per_step"`
+	AllocsPerStep     float64 `json:"allocs_per_step"`
 	// Against the first scenario (best over best, median over median).
 	BestRatio   float64 `json:"best_ratio"`
 	MedianRatio float64 `json:"median_ratio"`
@@ -296,7 +302,7 @@ func MeasureEngine(ctx context.Context, c EngineCase, steps, warmup, trials int)
 		}
 	}
 	n := len(runs)
-	trialSeconds := make([][]float64, n)
+	trialSeconds, trialCPU := make([][]float64, n), make([][]float64, n)
 	compute := make([][]float64, n)
 	allocBytes, allocs := make([]uint64, n), make([]uint64, n)
 	times := make([]float64, steps)
@@ -307,6 +313,7 @@ func MeasureEngine(ctx context.Context, c EngineCase, steps, warmup, trials int)
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
+			cpu0, cpuOK := processCPU()
 			for s := range times {
 				if err := ctx.Err(); err != nil {
 					return EngineResult{}, err
@@ -318,7 +325,11 @@ func MeasureEngine(ctx context.Context, c EngineCase, steps, warmup, trials int)
 				times[s] = time.Since(t0).Seconds()
 				compute[i] = append(compute[i], r.engine.ComputeSeconds())
 			}
+			cpu1, _ := processCPU()
 			runtime.ReadMemStats(&after)
+			if cpuOK {
+				trialCPU[i] = append(trialCPU[i], (cpu1-cpu0).Seconds()/float64(steps))
+			}
 			allocBytes[i] += after.TotalAlloc - before.TotalAlloc
 			allocs[i] += after.Mallocs - before.Mallocs
 			slices.Sort(times)
@@ -331,7 +342,12 @@ func MeasureEngine(ctx context.Context, c EngineCase, steps, warmup, trials int)
 	for i, r := range runs {
 		st := Summarize(trialSeconds[i])
 		slices.Sort(compute[i])
+		var cpu TrialStats
+		if len(trialCPU[i]) > 0 {
+			cpu = Summarize(trialCPU[i])
+		}
 		res.Scenarios = append(res.Scenarios, ScenarioResult{
+			BestCPUSeconds: cpu.Best, MedianCPUSeconds: cpu.Median,
 			Scenario: r.s.String(), Workers: r.s.Workers, Replicas: r.s.Replicas, Compress: r.s.Compress,
 			WorkerBatch: r.cfg.WorkerBatch(), OpWorkers: r.opWorkers, TrialSeconds: trialSeconds[i],
 			BestSeconds: st.Best, MedianSeconds: st.Median, Spread: st.Spread, ComputeSeconds: median(compute[i]),
