@@ -49,6 +49,9 @@ type dgcSelect struct {
 	vals []float32 // sampled magnitudes, or the values of the candidates
 	pass []int32   // indices whose magnitude reaches the threshold
 	out  []int32   // exact top-k
+	// The sampled elements' momentum, gradient and weights (dgc.encode's
+	// threshold before accumulating).
+	su, sg, sw []float32
 }
 
 // exact returns the indices of the k largest magnitudes of v in increasing
@@ -86,20 +89,14 @@ func (s *dgcSelect) atLeast(v []float32, thr uint32) []int32 {
 	return p
 }
 
-// sampled selects about k elements of v by a threshold estimated on the
-// samples v[offset], v[offset+stride], ...: the top-th largest sampled
-// magnitude. When more than 1.3k pass, the exact top-k among them is taken;
-// when fewer than 0.8k pass, the threshold is lowered by 0.8 and tried again,
-// at most 10 times, after which what passes is sent.
-func (s *dgcSelect) sampled(v []float32, k int, p dgcSampling, offset int) []int32 {
-	vals := s.vals[:0]
-	for i := range p.samples {
-		vals = append(vals, v[offset+i*p.stride])
-	}
-	s.vals = vals
-	thr, _ := s.sel.kth(vals, p.top)
+// settle selects about k elements of v from those (pass) whose magnitude
+// reaches thr, the threshold estimated on a sample (dgc.sampleThreshold):
+// when more than 1.3k pass, the exact top-k among them is taken; when fewer
+// than 0.8k pass, the threshold is lowered by 0.8 and tried again, at most
+// 10 times, after which what passes is sent. pass must be s.pass, as atLeast
+// leaves it.
+func (s *dgcSelect) settle(v []float32, k int, thr uint32, pass []int32) []int32 {
 	for try := 0; ; try++ {
-		pass := s.atLeast(v, thr)
 		switch {
 		case float64(len(pass)) > dgcUpper*float64(k):
 			return s.exactAmong(v, pass, k)
@@ -107,5 +104,6 @@ func (s *dgcSelect) sampled(v []float32, k int, p dgcSampling, offset int) []int
 			return pass
 		}
 		thr = magnitudeKey(math.Float32frombits(thr) * dgcLower)
+		pass = s.atLeast(v, thr)
 	}
 }

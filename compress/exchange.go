@@ -192,6 +192,32 @@ func (x *Exchange) Contribute(grad []float32, step int) error { return x.exchang
 // the mean skips decoding.
 type statelessDecoder interface{ statelessDecode() }
 
+// stateDecoder is a CombinedDecoder that can make DecodeMean's changes to
+// its state without writing the mean, for a worker that does not read it.
+type stateDecoder interface {
+	decodeState(last Combined, info StepInfo) error
+}
+
+// flatEncoder is a compressor that can encode round 0 straight from the
+// worker's flat gradient, each tensor at its FlatOffset, instead of from the
+// packed copy, with the same result and state; it reads only the compressed
+// tensors' values of grad. ok false declines (the exchange then packs the
+// gradient and calls Encode). Only compressors without Needs.ErrorFeedback
+// (the exchange compensates the packed copy in place for those), whose later
+// rounds do not read grad, implement it.
+type flatEncoder interface {
+	encodeFlat(grad []float32, info StepInfo) (p Payload, ok bool, err error)
+}
+
+// tensorIn is t's values in grad: the packed gradient, or with flat the
+// worker's flat one.
+func tensorIn(grad []float32, t Tensor, flat bool) []float32 {
+	if flat {
+		return grad[t.FlatOffset : t.FlatOffset+t.Size]
+	}
+	return grad[t.Offset : t.Offset+t.Size]
+}
+
 // exchange is Exchange, or with keep false Contribute.
 func (x *Exchange) exchange(grad []float32, step int, keep bool) error {
 	info := x.step(step)
@@ -228,14 +254,28 @@ func (x *Exchange) exchange(grad []float32, step int, keep bool) error {
 	if x.comp == nil {
 		return nil
 	}
-	for _, t := range x.packed {
-		copy(x.cbuf[t.Offset:t.Offset+t.Size], grad[t.FlatOffset:t.FlatOffset+t.Size])
+	// Round 0 from grad itself where the compressor can: no packed copy.
+	var first Payload
+	flat := false
+	if fe, ok := x.comp.(flatEncoder); ok && x.send.mem == nil {
+		var err error
+		if first, flat, err = fe.encodeFlat(grad, info); err != nil {
+			return fmt.Errorf("compress %s: round 0: %w", x.send.name, err)
+		}
+	}
+	if !flat {
+		for _, t := range x.packed {
+			copy(x.cbuf[t.Offset:t.Offset+t.Size], grad[t.FlatOffset:t.FlatOffset+t.Size])
+		}
 	}
 	var prev Combined
 	for r := 0; r < x.send.needs.Rounds; r++ {
-		p, err := x.send.Compress(r, x.cbuf, prev, info)
-		if err != nil {
-			return fmt.Errorf("compress %s: round %d: %w", x.send.name, r, err)
+		p := first
+		if r > 0 || !flat {
+			var err error
+			if p, err = x.send.Compress(r, x.cbuf, prev, info); err != nil {
+				return fmt.Errorf("compress %s: round %d: %w", x.send.name, r, err)
+			}
 		}
 		switch x.send.needs.Op(r) {
 		case dist.OpAllReduce:
@@ -248,6 +288,7 @@ func (x *Exchange) exchange(grad []float32, step int, keep bool) error {
 		case dist.OpAllGather:
 			all := [][]byte{p.Bytes}
 			if n > 1 {
+				var err error
 				if all, err = x.member.AllGather(p.Bytes); err != nil {
 					return err
 				}
@@ -262,8 +303,13 @@ func (x *Exchange) exchange(grad []float32, step int, keep bool) error {
 			x.traffic.SteadyRoundWire[r] += p.Wire
 		}
 	}
-	if _, pure := x.comp.(statelessDecoder); pure && !keep {
-		return nil
+	if !keep {
+		if _, pure := x.comp.(statelessDecoder); pure {
+			return nil
+		}
+		if sd, ok := x.comp.(stateDecoder); ok {
+			return sd.decodeState(prev, info)
+		}
 	}
 	if err := x.send.Decompress(prev, x.out, info); err != nil {
 		return err

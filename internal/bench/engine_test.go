@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -22,6 +23,40 @@ type plainExchange struct{ x *compress.Exchange }
 
 func (p plainExchange) Exchange(g []float32, step int) error { return p.x.Exchange(g, step) }
 
+// packedOnly hides a compressor's unexported fast paths (round 0 from the
+// flat gradient, skipped decoding): only the Compressor methods are left.
+type packedOnly struct{ compress.Compressor }
+
+// packedOnlyCombined is packedOnly for a compressor that decodes the
+// combined result itself (PowerSGD).
+type packedOnlyCombined struct {
+	compress.Compressor
+	compress.CombinedDecoder
+}
+
+// registerPackedOnly adds "<name>-packed" to the compressor registry for the
+// test: name's compressor behind packedOnly. "none" has no compressor.
+func registerPackedOnly(t *testing.T, name string) string {
+	build := compress.Registry[name]
+	if build == nil {
+		return name
+	}
+	packed := name + "-packed"
+	compress.Registry[packed] = func(cfg compress.Config, ts []compress.Tensor, worker, workers int, seed int64, h compress.Hyper) (compress.Compressor, error) {
+		cfg.Name = name
+		c, err := build(cfg, ts, worker, workers, seed, h)
+		if err != nil {
+			return nil, err
+		}
+		if cd, ok := c.(compress.CombinedDecoder); ok {
+			return packedOnlyCombined{c, cd}, nil
+		}
+		return packedOnly{c}, nil
+	}
+	t.Cleanup(func() { delete(compress.Registry, packed) })
+	return packed
+}
+
 func f32bits(f []float32) []byte {
 	if len(f) == 0 {
 		return nil
@@ -31,11 +66,13 @@ func f32bits(f []float32) []byte {
 
 // TestEngineShortcutsKeepResults trains the same steps twice, once with the
 // engine's shortcuts (workers other than 0 only contribute, the in-process
-// all-reduce scales the sums and writes them only where they are read) and
-// once without them (every worker exchanges in full, with a plain AllReduce
-// and the exchange's own scaling): the parameters, every replica's BatchNorm
-// statistics, every worker's compressor state and its byte counts must agree
-// to the bit after every step.
+// all-reduce scales the sums and writes them only where they are read, DGC
+// and PowerSGD encode from the flat gradient, DGC's contributors skip
+// decoding) and once without them (every worker exchanges in full, with a
+// plain AllReduce and the exchange's own scaling, from the packed copy): the
+// parameters, every replica's BatchNorm statistics, every worker's
+// compressor state and its byte counts must agree to the bit after every
+// step.
 func TestEngineShortcutsKeepResults(t *testing.T) {
 	variants := []struct {
 		model string
@@ -45,32 +82,39 @@ func TestEngineShortcutsKeepResults(t *testing.T) {
 		{"lenet5", func(c *compress.Config) { c.Name, c.DenseFP16 = "none", true }},
 		{"lenet5", func(c *compress.Config) { c.Name = "dgc" }},
 		{"lenet5", func(c *compress.Config) { c.Name, c.FP16Values, c.DenseFP16 = "dgc", true, true }},
+		{"lenet5", func(c *compress.Config) { c.Name, c.DGC.ClipNorm, c.DGC.Sampling = "dgc", 0.5, false }},
+		{"lenet5", func(c *compress.Config) { c.Name, c.DGC.MomentumCorrection, c.DGC.WarmupEpochs = "dgc", false, 1 }},
 		{"lenet5", func(c *compress.Config) { c.Name = "powersgd" }},
 		{"lenet5", func(c *compress.Config) { c.Name, c.MinSize, c.PowerSGD.Rank = "powersgd", 0, 2 }},
+		{"lenet5", func(c *compress.Config) {
+			c.Name, c.PowerSGD.StartIter, c.PowerSGD.ErrorFeedback = "powersgd", 2, false
+		}},
 		{"lenet5", func(c *compress.Config) { c.Name = "topk" }},
 		{"lenet5", func(c *compress.Config) { c.Name = "qsgd" }},
 		{"resnet20", func(c *compress.Config) { c.Name = "none" }},
 	}
-	for _, v := range variants {
+	for vi, v := range variants {
 		c, err := NewCase(v.model, 16, models.Config{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		cfg := engineConfig(c, Scenario{Workers: 8, Replicas: 2})
 		v.set(&cfg.Compress)
-		name := v.model + "/" + cfg.Compress.Name
+		name := fmt.Sprintf("variant %d (%s, %s)", vi, v.model, cfg.Compress.Name)
 		fast, err := buildEngineRun(c, cfg, engineHooks{})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		plain, err := buildEngineRun(c, cfg, engineHooks{
+		pcfg := cfg
+		pcfg.Compress.Name = registerPackedOnly(t, cfg.Compress.Name)
+		plain, err := buildEngineRun(c, pcfg, engineHooks{
 			member:   func(m dist.Collective) dist.Collective { return plainMember{m} },
 			exchange: func(x *compress.Exchange) dist.Exchanger { return plainExchange{x} },
 		})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		for step := range 4 {
+		for step := range 5 {
 			for _, r := range []*engineRun{fast, plain} {
 				if err := r.trainStep(); err != nil {
 					t.Fatalf("%s step %d: %v", name, step, err)
