@@ -261,13 +261,8 @@ func (c *dgc) accumulateSelect(g, w, u, v []float32, scale float32, thr uint32) 
 		if w != nil {
 			wb = w[a:b]
 		}
-		vb := v[a:b]
-		c.accumulate(g[a:b], wb, ub, vb, scale)
-		for i, x := range vb {
-			if magnitudeKey(x) >= thr {
-				pass = append(pass, int32(a+i))
-			}
-		}
+		c.accumulate(g[a:b], wb, ub, v[a:b], scale)
+		pass = appendAtLeast(pass, v[a:b], thr, a)
 	}
 	c.sel.pass = pass
 	return pass

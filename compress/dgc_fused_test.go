@@ -102,3 +102,35 @@ func TestDGCThresholdBeforeAccumulating(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendAtLeast checks the eight-at-a-time test against the plain
+// comparison, on lengths with and without a tail, with signed zeros,
+// infinities, NaN and thresholds from 0 to the largest magnitude.
+func TestAppendAtLeast(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	special := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), math.MaxFloat32, -math.SmallestNonzeroFloat32}
+	for _, n := range []int{0, 1, 7, 8, 9, 64, 1000, 1003} {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+			if rng.IntN(10) == 0 {
+				v[i] = special[rng.IntN(len(special))]
+			}
+		}
+		thrs := []uint32{0, 1, magnitudeKey(float32(math.Inf(1))), magnitudeKey(float32(math.NaN())), 1<<31 - 1}
+		for range 20 {
+			thrs = append(thrs, magnitudeKey(float32(rng.NormFloat64()*2)))
+		}
+		for _, thr := range thrs {
+			want := []int32{-1}
+			for i, x := range v {
+				if magnitudeKey(x) >= thr {
+					want = append(want, int32(i+5))
+				}
+			}
+			if got := appendAtLeast([]int32{-1}, v, thr, 5); !slices.Equal(got, want) {
+				t.Fatalf("n %d thr %#x: %v, want %v", n, thr, got, want)
+			}
+		}
+	}
+}

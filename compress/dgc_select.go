@@ -79,14 +79,37 @@ func (s *dgcSelect) exactAmong(v []float32, src []int32, k int) []int32 {
 // atLeast returns the indices of v whose magnitude reaches thr (magnitude
 // bits), in increasing order.
 func (s *dgcSelect) atLeast(v []float32, thr uint32) []int32 {
-	p := s.pass[:0]
-	for i, x := range v {
-		if magnitudeKey(x) >= thr {
-			p = append(p, int32(i))
+	s.pass = appendAtLeast(s.pass[:0], v, thr, 0)
+	return s.pass
+}
+
+// appendAtLeast appends to pass the indices base+i of the elements of v whose
+// magnitude bits reach thr, in increasing order. Few elements pass: eight
+// are tested at once, without branches. For keys and thr below 2^31
+// (magnitudes, sign bit clear), key-thr as uint32 has bit 31 set exactly
+// when key < thr, so the AND of eight differences keeps it only when all
+// eight are below.
+func appendAtLeast(pass []int32, v []float32, thr uint32, base int) []int32 {
+	i := 0
+	for ; i+8 <= len(v); i += 8 {
+		b := v[i : i+8 : i+8]
+		below := (magnitudeKey(b[0]) - thr) & (magnitudeKey(b[1]) - thr) & (magnitudeKey(b[2]) - thr) & (magnitudeKey(b[3]) - thr) &
+			(magnitudeKey(b[4]) - thr) & (magnitudeKey(b[5]) - thr) & (magnitudeKey(b[6]) - thr) & (magnitudeKey(b[7]) - thr)
+		if below>>31 != 0 {
+			continue
+		}
+		for j, x := range b {
+			if magnitudeKey(x) >= thr {
+				pass = append(pass, int32(base+i+j))
+			}
 		}
 	}
-	s.pass = p
-	return p
+	for ; i < len(v); i++ {
+		if magnitudeKey(v[i]) >= thr {
+			pass = append(pass, int32(base+i))
+		}
+	}
+	return pass
 }
 
 // settle selects about k elements of v from those (pass) whose magnitude
