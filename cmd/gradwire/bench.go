@@ -142,15 +142,20 @@ step.`,
 	return cmd
 }
 
+// writeJSONTo returns the function that writes a value to w as indented JSON.
+func writeJSONTo[T any](w io.Writer) func(T) error {
+	return func(v T) error {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+}
+
 // benchWriter returns the function that writes results in the given format.
 func benchWriter(format string, w io.Writer) (func([]bench.Result) error, error) {
 	switch format {
 	case "json":
-		return func(rs []bench.Result) error {
-			enc := json.NewEncoder(w)
-			enc.SetIndent("", "  ")
-			return enc.Encode(rs)
-		}, nil
+		return writeJSONTo[[]bench.Result](w), nil
 	case "csv":
 		return func(rs []bench.Result) error {
 			cw := csv.NewWriter(w)
@@ -256,11 +261,7 @@ func engineWriter(format string, w io.Writer) (func([]bench.EngineResult) error,
 	}
 	switch format {
 	case "json":
-		return func(rs []bench.EngineResult) error {
-			enc := json.NewEncoder(w)
-			enc.SetIndent("", "  ")
-			return enc.Encode(rs)
-		}, nil
+		return writeJSONTo[[]bench.EngineResult](w), nil
 	case "csv":
 		return func(rs []bench.EngineResult) error {
 			cw := csv.NewWriter(w)
