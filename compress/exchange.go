@@ -74,6 +74,13 @@ type Exchange struct {
 	// the dense all-reduce runs on grad itself. dbuf is kept all the same
 	// (its size is the dense baseline) but never touched.
 	inPlace bool
+	// Set by take: round 0 was encoded from the flat gradient (first is its
+	// payload) rather than packed into cbuf.
+	flat  bool
+	first Payload
+	// Prepare took the gradient of step preparedStep.
+	prepared     bool
+	preparedStep int
 }
 
 // Builder makes one worker's compressor for the tensors it compresses.
@@ -218,6 +225,53 @@ func tensorIn(grad []float32, t Tensor, flat bool) []float32 {
 	return grad[t.Offset : t.Offset+t.Size]
 }
 
+// Prepare takes the worker's gradient of a step before the exchange, while
+// its replica still holds grad (dist.Preparer): it copies the dense tensors
+// and, for compressors that can, encodes round 0 straight from grad, else
+// copies the compressed tensors too. The step's Exchange or Contribute then
+// writes the mean without reading its grad argument. Prepare declines when
+// nothing is compressed: the dense all-reduce then runs in the worker's own
+// buffer.
+func (x *Exchange) Prepare(grad []float32, step int) (bool, error) {
+	x.prepared = false
+	if x.inPlace {
+		return false, nil
+	}
+	if err := x.take(grad, x.step(step)); err != nil {
+		return false, err
+	}
+	x.prepared, x.preparedStep = true, step
+	return true, nil
+}
+
+// take is the exchange's work on the worker's own gradient, before any
+// collective: the dense tensors into dbuf (unless the all-reduce runs on grad
+// itself), and round 0's encoding from grad where the compressor can (x.flat,
+// x.first), else the compressed tensors into cbuf.
+func (x *Exchange) take(grad []float32, info StepInfo) error {
+	if !x.inPlace {
+		for _, t := range x.dense {
+			copy(x.dbuf[t.Offset:t.Offset+t.Size], grad[t.FlatOffset:t.FlatOffset+t.Size])
+		}
+	}
+	if x.comp == nil {
+		return nil
+	}
+	x.first, x.flat = Payload{}, false
+	if fe, ok := x.comp.(flatEncoder); ok && x.send.mem == nil {
+		var err error
+		if x.first, x.flat, err = fe.encodeFlat(grad, info); err != nil {
+			return fmt.Errorf("compress %s: round 0: %w", x.send.name, err)
+		}
+	}
+	if !x.flat {
+		for _, t := range x.packed {
+			copy(x.cbuf[t.Offset:t.Offset+t.Size], grad[t.FlatOffset:t.FlatOffset+t.Size])
+		}
+	}
+	return nil
+}
+
 // exchange is Exchange, or with keep false Contribute.
 func (x *Exchange) exchange(grad []float32, step int, keep bool) error {
 	info := x.step(step)
@@ -239,6 +293,12 @@ func (x *Exchange) exchange(grad []float32, step int, keep bool) error {
 			x.book(kind, wire, dense, steady)
 		}
 	}
+	if !x.prepared || x.preparedStep != step {
+		if err := x.take(grad, info); err != nil {
+			return err
+		}
+	}
+	x.prepared = false
 	if len(x.dense) > 0 {
 		if err := x.exchangeDense(grad, n, keep); err != nil {
 			return err
@@ -254,24 +314,10 @@ func (x *Exchange) exchange(grad []float32, step int, keep bool) error {
 	if x.comp == nil {
 		return nil
 	}
-	// Round 0 from grad itself where the compressor can: no packed copy.
-	var first Payload
-	flat := false
-	if fe, ok := x.comp.(flatEncoder); ok && x.send.mem == nil {
-		var err error
-		if first, flat, err = fe.encodeFlat(grad, info); err != nil {
-			return fmt.Errorf("compress %s: round 0: %w", x.send.name, err)
-		}
-	}
-	if !flat {
-		for _, t := range x.packed {
-			copy(x.cbuf[t.Offset:t.Offset+t.Size], grad[t.FlatOffset:t.FlatOffset+t.Size])
-		}
-	}
 	var prev Combined
 	for r := 0; r < x.send.needs.Rounds; r++ {
-		p := first
-		if r > 0 || !flat {
+		p := x.first
+		if r > 0 || !x.flat {
 			var err error
 			if p, err = x.send.Compress(r, x.cbuf, prev, info); err != nil {
 				return fmt.Errorf("compress %s: round %d: %w", x.send.name, r, err)
@@ -323,8 +369,8 @@ func (x *Exchange) exchange(grad []float32, step int, keep bool) error {
 	return nil
 }
 
-// exchangeDense all-reduces the dense tensors and, with keep, writes their
-// mean into grad. When every tensor is dense the all-reduce runs on grad
+// exchangeDense all-reduces the dense tensors (in dbuf, where take put them)
+// and, with keep, writes their mean into grad. When every tensor is dense the all-reduce runs on grad
 // itself (dbuf's layout is grad's); a collective that can average
 // (dist.Averager) scales the sums itself and skips writing a result that is
 // not kept. Either way every value is sum * (1/n), one float32
@@ -333,10 +379,6 @@ func (x *Exchange) exchangeDense(grad []float32, n int, keep bool) error {
 	buf := x.dbuf
 	if x.inPlace {
 		buf = grad[:len(x.dbuf)]
-	} else {
-		for _, t := range x.dense {
-			copy(x.dbuf[t.Offset:t.Offset+t.Size], grad[t.FlatOffset:t.FlatOffset+t.Size])
-		}
 	}
 	if x.denseFP16 {
 		RoundF16(buf)
