@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/gradwire/gradwire/compress"
@@ -11,8 +12,8 @@ import (
 	"github.com/gradwire/gradwire/optim"
 )
 
-// stubReplica stands in for a model in the engine: its Step copies a fixed
-// gradient per worker (x[0] is the worker), so that what a step costs beyond
+// stubReplica stands in for a model in the engine: its Step copies one of a
+// few fixed gradients (x[0] says which), so that what a step costs beyond
 // the copy is the engine's, the exchanges' and the collective's alone.
 type stubReplica struct {
 	flat, grad []float32
@@ -115,7 +116,12 @@ func newStubEngine(tb testing.TB, model string, workers, replicas int, comp stri
 	return &stubEngine{engine: e, params: params, opt: opt, xs: xs}
 }
 
+// step is a training step; worker w gets gradient (w+i) mod workers, so
+// that every worker's gradient changes from step to step.
 func (s *stubEngine) step(tb testing.TB, i int) {
+	for w, x := range s.xs {
+		x[0] = float32((w + i) % len(s.xs))
+	}
 	if _, err := s.engine.Step(i, func(w int) ([]float32, []int32) { return s.xs[w], nil }); err != nil {
 		tb.Fatal(err)
 	}
@@ -139,6 +145,33 @@ func BenchmarkEngineOverhead(b *testing.B) {
 					s.step(b, i+1)
 				}
 			})
+		}
+	}
+}
+
+// TestEngineStepAllocations bounds what a training step of the engine, the
+// exchanges and SGD allocates once warmed up: the goroutines of a step, not
+// buffers the size of the model (mlp: 2 MB of gradient). DGC is left out:
+// over stub gradients that never shrink, its velocity, and with it the set
+// of candidates its selection collects, grow step after step, and so do the
+// selection's buffers (to the largest set met, as they should).
+func TestEngineStepAllocations(t *testing.T) {
+	for _, comp := range []string{"none", "powersgd"} {
+		s := newStubEngine(t, "mlp", 8, 2, comp)
+		for i := range 30 {
+			s.step(t, i)
+		}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		const steps = 20
+		for i := range steps {
+			s.step(t, 30+i)
+		}
+		runtime.ReadMemStats(&after)
+		perStep := float64(after.TotalAlloc-before.TotalAlloc) / steps
+		t.Logf("%s: %.0f bytes, %.1f allocations per step", comp, perStep, float64(after.Mallocs-before.Mallocs)/steps)
+		if perStep > 64<<10 {
+			t.Errorf("%s: %.0f bytes allocated per step, want at most 64 KiB", comp, perStep)
 		}
 	}
 }
