@@ -369,12 +369,12 @@ func (x *Exchange) exchange(grad []float32, step int, keep bool) error {
 	return nil
 }
 
-// exchangeDense all-reduces the dense tensors (in dbuf, where take put them)
-// and, with keep, writes their mean into grad. When every tensor is dense the all-reduce runs on grad
-// itself (dbuf's layout is grad's); a collective that can average
-// (dist.Averager) scales the sums itself and skips writing a result that is
-// not kept. Either way every value is sum * (1/n), one float32
-// multiplication, as without them.
+// exchangeDense all-reduces the dense tensors (in dbuf, where take put
+// them) and, with keep, writes their mean into grad. When every tensor is
+// dense the all-reduce runs on grad itself (dbuf's layout is grad's); a
+// collective that can average (dist.Averager) scales the sums itself and
+// skips writing a result that is not kept. Either way every value is
+// sum * (1/n), one float32 multiplication, as without them.
 func (x *Exchange) exchangeDense(grad []float32, n int, keep bool) error {
 	buf := x.dbuf
 	if x.inPlace {
@@ -407,6 +407,7 @@ func (x *Exchange) exchangeDense(grad []float32, n int, keep bool) error {
 			buf[i] = v * inv
 		}
 	case x.inPlace:
+		// The collective left the mean in grad.
 	default:
 		for _, t := range x.dense {
 			dst := grad[t.FlatOffset : t.FlatOffset+t.Size]

@@ -65,7 +65,10 @@ type Preparer interface {
 // Engine maps the logical workers hosted by this process onto replicas. Worker w
 // is computed by replica w mod R, always in the same order, so results do not
 // depend on scheduling; each worker owns its gradient buffer and exchanges it
-// through its own collective member.
+// through its own collective member. Only local worker 0's mean is read: the
+// others contribute (Contributor) where their exchange can, and an exchange
+// that takes the gradient from the replica itself (Preparer) spares the copy
+// into the worker's buffer.
 type Engine struct {
 	replicas []Replica
 	members  []Collective // one per local logical worker, in rank order
