@@ -73,8 +73,9 @@ rounds, each round a block of --steps steps of every scenario in rotating
 order. Reported per scenario: best and median trial, spread, the ratios to the
 first scenario, the overhead of a compressor over the scenario with the same
 workers and replicas and compress.name none, the engine's compute time per
-worker (forward and backward of one worker batch), and heap allocations per
-step.`,
+worker (forward and backward of one worker batch), the process's CPU time per
+step (all threads: steadier than the step time on a machine shared with other
+jobs), and heap allocations per step.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			for _, f := range []struct {
