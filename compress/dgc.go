@@ -66,9 +66,14 @@ type dgc struct {
 }
 
 var (
-	_ Compressor    = (*dgc)(nil)
-	_ ErrorFeedback = (*dgc)(nil)
+	_ Compressor       = (*dgc)(nil)
+	_ ErrorFeedback    = (*dgc)(nil)
+	_ statelessDecoder = (*dgc)(nil)
+	_ flatEncoder      = (*dgc)(nil)
 )
+
+// statelessDecode: DecodeAdd writes only dst and its scratch (decIdx, decVals).
+func (c *dgc) statelessDecode() {}
 
 // newDGC builds worker's DGC compressor; it validates the settings it uses.
 func newDGC(cfg Config, tensors []Tensor, worker, workers int, seed int64, hyper Hyper) (Compressor, error) {
@@ -155,14 +160,18 @@ func dgcMix(a, b uint64) uint64 {
 
 // clipScale is the local clipping factor of the worker's gradient: the
 // threshold clip_norm*N^-1/2 over the L2 norm of all compressed tensors,
-// or 1 when clipping is off or the norm is below the threshold.
-func (c *dgc) clipScale(grad []float32) float32 {
+// or 1 when clipping is off or the norm is below the threshold. The squares
+// are summed tensor by tensor in layout order: element by element in the
+// packed order.
+func (c *dgc) clipScale(grad []float32, flat bool) float32 {
 	if c.cfg.ClipNorm == 0 {
 		return 1
 	}
 	var ss float64
-	for _, g := range grad {
-		ss += float64(g) * float64(g)
+	for _, t := range c.tensors {
+		for _, g := range tensorIn(grad, t, flat) {
+			ss += float64(g) * float64(g)
+		}
 	}
 	thr := c.cfg.ClipNorm / math.Sqrt(float64(c.workers))
 	if coef := thr / (math.Sqrt(ss) + 1e-6); coef < 1 {
@@ -183,36 +192,87 @@ func (c *dgc) accumulate(g, w, u, v []float32, scale float32) {
 // plain accumulation v += g*scale. w is read only when h.WeightDecay != 0.
 func momentumAccumulate(g, w, u, v []float32, scale float32, h Hyper) {
 	m, wd := float32(h.Momentum), float32(h.WeightDecay)
+	// Equal lengths, resliced in each case: no bounds checks in the loops.
+	g = g[:len(v)]
 	switch {
 	case u == nil:
 		for i := range v {
 			v[i] += g[i] * scale
 		}
 	case wd == 0 && h.Nesterov:
+		u = u[:len(v)]
 		for i := range v {
 			gi := g[i] * scale
 			u[i] = (u[i] + gi) * m
 			v[i] += u[i] + gi
 		}
 	case wd == 0:
+		u = u[:len(v)]
 		for i := range v {
 			u[i] = m*u[i] + g[i]*scale
 			v[i] += u[i]
 		}
 	case h.Nesterov:
-		w = w[:len(v)]
+		u, w = u[:len(v)], w[:len(v)]
 		for i := range v {
 			gi := g[i]*scale + wd*w[i]
 			u[i] = (u[i] + gi) * m
 			v[i] += u[i] + gi
 		}
 	default:
-		w = w[:len(v)]
+		u, w = u[:len(v)], w[:len(v)]
 		for i := range v {
 			u[i] = m*u[i] + (g[i]*scale + wd*w[i])
 			v[i] += u[i]
 		}
 	}
+}
+
+// sampleThreshold is the reference's threshold estimate: the top-th largest
+// magnitude among the samples v[offset], v[offset+stride], ... of v after
+// accumulate. It is taken before accumulating, so that accumulateSelect can
+// check every element while it is in cache: the samples are accumulated on
+// copies, by accumulate itself, so they get the same bits.
+func (c *dgc) sampleThreshold(g, w, u, v []float32, scale float32, p dgcSampling, offset int) uint32 {
+	s := &c.sel
+	gather := func(dst, src []float32) []float32 {
+		if src == nil {
+			return nil
+		}
+		dst = dst[:0]
+		for i := range p.samples {
+			dst = append(dst, src[offset+i*p.stride])
+		}
+		return dst
+	}
+	s.sg, s.sw, s.su, s.vals = gather(s.sg, g), gather(s.sw, w), gather(s.su, u), gather(s.vals, v)
+	c.accumulate(s.sg, s.sw, s.su, s.vals, scale)
+	thr, _ := s.sel.kth(s.vals, p.top)
+	return thr
+}
+
+// dgcBlock is the number of elements accumulateSelect accumulates before it
+// checks them: the block's v stays in L1 cache.
+const dgcBlock = 1024
+
+// accumulateSelect is accumulate followed by atLeast(v, thr), a block at a
+// time.
+func (c *dgc) accumulateSelect(g, w, u, v []float32, scale float32, thr uint32) []int32 {
+	pass := c.sel.pass[:0]
+	for a := 0; a < len(v); a += dgcBlock {
+		b := min(a+dgcBlock, len(v))
+		var ub, wb []float32
+		if u != nil {
+			ub = u[a:b]
+		}
+		if w != nil {
+			wb = w[a:b]
+		}
+		c.accumulate(g[a:b], wb, ub, v[a:b], scale)
+		pass = appendAtLeast(pass, v[a:b], thr, a)
+	}
+	c.sel.pass = pass
+	return pass
 }
 
 // Compress accumulates the step's gradient, selects each tensor's top-k of
@@ -223,10 +283,23 @@ func (c *dgc) Encode(r int, grad []float32, _ Combined, info StepInfo) (Payload,
 	if r != 0 {
 		return Payload{}, fmt.Errorf("dgc: round %d of 1", r)
 	}
+	return c.encode(grad, false, info)
+}
+
+// encodeFlat is Encode of round 0 on the worker's flat gradient; it reads
+// grad and writes nothing there.
+func (c *dgc) encodeFlat(grad []float32, info StepInfo) (Payload, bool, error) {
+	p, err := c.encode(grad, true, info)
+	return p, true, err
+}
+
+// encode is Encode's round 0 on the packed gradient, or with flat on the
+// worker's flat one.
+func (c *dgc) encode(grad []float32, flat bool, info StepInfo) (Payload, error) {
 	if c.hyper.WeightDecay != 0 && c.u != nil && len(info.Params) < c.flatEnd() {
 		return Payload{}, fmt.Errorf("dgc: weight decay needs the parameters: have %d values, the tensors reach %d", len(info.Params), c.flatEnd())
 	}
-	scale := c.clipScale(grad)
+	scale := c.clipScale(grad, flat)
 	density := c.densityAt(info)
 	enc := &c.enc[c.flip]
 	c.flip ^= 1 // the collective may lend this payload until our next call
@@ -241,14 +314,14 @@ func (c *dgc) Encode(r int, grad []float32, _ Combined, info StepInfo) (Payload,
 				w = info.Params[t.FlatOffset : t.FlatOffset+t.Size]
 			}
 		}
-		v := c.v[lo:hi]
-		c.accumulate(grad[lo:hi], w, u, v, scale)
-
+		v, g := c.v[lo:hi], tensorIn(grad, t, flat)
 		k := sparseK(t.Size, density)
 		var idx []int32
 		if p := dgcPlan(t.Size, density, c.cfg.SampleRatio); c.cfg.Sampling && p.samples < t.Size {
-			idx = c.sel.sampled(v, k, p, c.sampleOffset(info.Step, ti, p.stride))
+			thr := c.sampleThreshold(g, w, u, v, scale, p, c.sampleOffset(info.Step, ti, p.stride))
+			idx = c.sel.settle(v, k, thr, c.accumulateSelect(g, w, u, v, scale, thr))
 		} else {
+			c.accumulate(g, w, u, v, scale)
 			idx = c.sel.exact(v, k)
 		}
 

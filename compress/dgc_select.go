@@ -49,6 +49,9 @@ type dgcSelect struct {
 	vals []float32 // sampled magnitudes, or the values of the candidates
 	pass []int32   // indices whose magnitude reaches the threshold
 	out  []int32   // exact top-k
+	// The sampled elements' momentum, gradient and weights (dgc.encode's
+	// threshold before accumulating).
+	su, sg, sw []float32
 }
 
 // exact returns the indices of the k largest magnitudes of v in increasing
@@ -76,30 +79,47 @@ func (s *dgcSelect) exactAmong(v []float32, src []int32, k int) []int32 {
 // atLeast returns the indices of v whose magnitude reaches thr (magnitude
 // bits), in increasing order.
 func (s *dgcSelect) atLeast(v []float32, thr uint32) []int32 {
-	p := s.pass[:0]
-	for i, x := range v {
-		if magnitudeKey(x) >= thr {
-			p = append(p, int32(i))
-		}
-	}
-	s.pass = p
-	return p
+	s.pass = appendAtLeast(s.pass[:0], v, thr, 0)
+	return s.pass
 }
 
-// sampled selects about k elements of v by a threshold estimated on the
-// samples v[offset], v[offset+stride], ...: the top-th largest sampled
-// magnitude. When more than 1.3k pass, the exact top-k among them is taken;
-// when fewer than 0.8k pass, the threshold is lowered by 0.8 and tried again,
-// at most 10 times, after which what passes is sent.
-func (s *dgcSelect) sampled(v []float32, k int, p dgcSampling, offset int) []int32 {
-	vals := s.vals[:0]
-	for i := range p.samples {
-		vals = append(vals, v[offset+i*p.stride])
+// appendAtLeast appends to pass the indices base+i of the elements of v whose
+// magnitude bits reach thr, in increasing order. Few elements pass: eight
+// are tested at once, without branches. For keys and thr below 2^31
+// (magnitudes, sign bit clear), key-thr as uint32 has bit 31 set exactly
+// when key < thr, so the AND of eight differences keeps it only when all
+// eight are below.
+func appendAtLeast(pass []int32, v []float32, thr uint32, base int) []int32 {
+	i := 0
+	for ; i+8 <= len(v); i += 8 {
+		b := v[i : i+8 : i+8]
+		below := (magnitudeKey(b[0]) - thr) & (magnitudeKey(b[1]) - thr) & (magnitudeKey(b[2]) - thr) & (magnitudeKey(b[3]) - thr) &
+			(magnitudeKey(b[4]) - thr) & (magnitudeKey(b[5]) - thr) & (magnitudeKey(b[6]) - thr) & (magnitudeKey(b[7]) - thr)
+		if below>>31 != 0 {
+			continue
+		}
+		for j, x := range b {
+			if magnitudeKey(x) >= thr {
+				pass = append(pass, int32(base+i+j))
+			}
+		}
 	}
-	s.vals = vals
-	thr, _ := s.sel.kth(vals, p.top)
+	for ; i < len(v); i++ {
+		if magnitudeKey(v[i]) >= thr {
+			pass = append(pass, int32(base+i))
+		}
+	}
+	return pass
+}
+
+// settle selects about k elements of v from those (pass) whose magnitude
+// reaches thr, the threshold estimated on a sample (dgc.sampleThreshold):
+// when more than 1.3k pass, the exact top-k among them is taken; when fewer
+// than 0.8k pass, the threshold is lowered by 0.8 and tried again, at most
+// 10 times, after which what passes is sent. pass must be s.pass, as atLeast
+// leaves it.
+func (s *dgcSelect) settle(v []float32, k int, thr uint32, pass []int32) []int32 {
 	for try := 0; ; try++ {
-		pass := s.atLeast(v, thr)
 		switch {
 		case float64(len(pass)) > dgcUpper*float64(k):
 			return s.exactAmong(v, pass, k)
@@ -107,5 +127,6 @@ func (s *dgcSelect) sampled(v []float32, k int, p dgcSampling, offset int) []int
 			return pass
 		}
 		thr = magnitudeKey(math.Float32frombits(thr) * dgcLower)
+		pass = s.atLeast(v, thr)
 	}
 }

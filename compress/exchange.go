@@ -70,6 +70,17 @@ type Exchange struct {
 	traffic   Traffic
 	step      func(step int) StepInfo
 	sum64     dist.Float64Mean
+	// inPlace: every tensor travels dense, so dbuf's layout is grad's and
+	// the dense all-reduce runs on grad itself. dbuf is kept all the same
+	// (its size is the dense baseline) but never touched.
+	inPlace bool
+	// Set by take: round 0 was encoded from the flat gradient (first is its
+	// payload) rather than packed into cbuf.
+	flat  bool
+	first Payload
+	// Prepare took the gradient of step preparedStep.
+	prepared     bool
+	preparedStep int
 }
 
 // Builder makes one worker's compressor for the tensors it compresses.
@@ -120,6 +131,7 @@ func NewExchange(cfg Config, params []optim.Param, member dist.Collective, seed 
 			x.dbuf = append(x.dbuf, make([]float32, t.Size)...)
 		}
 	}
+	x.inPlace = len(x.packed) == 0
 	if len(x.packed) > 0 {
 		var err error
 		if x.comp, err = build(cfg, x.packed, member.Rank(), member.Size(), seed, hyper); err != nil {
@@ -173,7 +185,95 @@ func (x *Exchange) SetTraffic(t Traffic) { x.traffic = t }
 
 // Exchange replaces grad (the worker's flat gradient) with the mean over all
 // workers of their (decompressed) gradients.
-func (x *Exchange) Exchange(grad []float32, step int) error {
+func (x *Exchange) Exchange(grad []float32, step int) error { return x.exchange(grad, step, true) }
+
+// Contribute takes part in a step's exchange as Exchange does (the same
+// collectives, and the same compressor state and byte counts afterwards) but
+// leaves grad with unspecified contents instead of the mean. It is for a
+// worker whose mean nobody reads (dist.Engine reads local worker 0's only),
+// and skips the work that would only produce that mean.
+func (x *Exchange) Contribute(grad []float32, step int) error { return x.exchange(grad, step, false) }
+
+// statelessDecoder marks a compressor whose decoding changes none of its
+// state (DecodeAdd writes only dst and scratch): a worker that does not read
+// the mean skips decoding.
+type statelessDecoder interface{ statelessDecode() }
+
+// stateDecoder is a CombinedDecoder that can make DecodeMean's changes to
+// its state without writing the mean, for a worker that does not read it.
+type stateDecoder interface {
+	decodeState(last Combined, info StepInfo) error
+}
+
+// flatEncoder is a compressor that can encode round 0 straight from the
+// worker's flat gradient, each tensor at its FlatOffset, instead of from the
+// packed copy, with the same result and state; it reads only the compressed
+// tensors' values of grad. ok false declines (the exchange then packs the
+// gradient and calls Encode). Only compressors without Needs.ErrorFeedback
+// (the exchange compensates the packed copy in place for those), whose later
+// rounds do not read grad, implement it.
+type flatEncoder interface {
+	encodeFlat(grad []float32, info StepInfo) (p Payload, ok bool, err error)
+}
+
+// tensorIn is t's values in grad: the packed gradient, or with flat the
+// worker's flat one.
+func tensorIn(grad []float32, t Tensor, flat bool) []float32 {
+	if flat {
+		return grad[t.FlatOffset : t.FlatOffset+t.Size]
+	}
+	return grad[t.Offset : t.Offset+t.Size]
+}
+
+// Prepare takes the worker's gradient of a step before the exchange, while
+// its replica still holds grad (dist.Preparer): it copies the dense tensors
+// and, for compressors that can, encodes round 0 straight from grad, else
+// copies the compressed tensors too. The step's Exchange or Contribute then
+// writes the mean without reading its grad argument. Prepare declines when
+// nothing is compressed: the dense all-reduce then runs in the worker's own
+// buffer.
+func (x *Exchange) Prepare(grad []float32, step int) (bool, error) {
+	x.prepared = false
+	if x.inPlace {
+		return false, nil
+	}
+	if err := x.take(grad, x.step(step)); err != nil {
+		return false, err
+	}
+	x.prepared, x.preparedStep = true, step
+	return true, nil
+}
+
+// take is the exchange's work on the worker's own gradient, before any
+// collective: the dense tensors into dbuf (unless the all-reduce runs on grad
+// itself), and round 0's encoding from grad where the compressor can (x.flat,
+// x.first), else the compressed tensors into cbuf.
+func (x *Exchange) take(grad []float32, info StepInfo) error {
+	if !x.inPlace {
+		for _, t := range x.dense {
+			copy(x.dbuf[t.Offset:t.Offset+t.Size], grad[t.FlatOffset:t.FlatOffset+t.Size])
+		}
+	}
+	if x.comp == nil {
+		return nil
+	}
+	x.first, x.flat = Payload{}, false
+	if fe, ok := x.comp.(flatEncoder); ok && x.send.mem == nil {
+		var err error
+		if x.first, x.flat, err = fe.encodeFlat(grad, info); err != nil {
+			return fmt.Errorf("compress %s: round 0: %w", x.send.name, err)
+		}
+	}
+	if !x.flat {
+		for _, t := range x.packed {
+			copy(x.cbuf[t.Offset:t.Offset+t.Size], grad[t.FlatOffset:t.FlatOffset+t.Size])
+		}
+	}
+	return nil
+}
+
+// exchange is Exchange, or with keep false Contribute.
+func (x *Exchange) exchange(grad []float32, step int, keep bool) error {
 	info := x.step(step)
 	n := x.member.Size()
 	steady := x.comp == nil || x.comp.Steady(info)
@@ -193,40 +293,35 @@ func (x *Exchange) Exchange(grad []float32, step int) error {
 			x.book(kind, wire, dense, steady)
 		}
 	}
+	if !x.prepared || x.preparedStep != step {
+		if err := x.take(grad, info); err != nil {
+			return err
+		}
+	}
+	x.prepared = false
 	if len(x.dense) > 0 {
-		for _, t := range x.dense {
-			copy(x.dbuf[t.Offset:t.Offset+t.Size], grad[t.FlatOffset:t.FlatOffset+t.Size])
+		if err := x.exchangeDense(grad, n, keep); err != nil {
+			return err
 		}
 		bytesPer := int64(4)
 		if x.denseFP16 {
-			RoundF16(x.dbuf)
 			bytesPer = 2
 		}
-		if n > 1 {
-			if err := x.member.AllReduce(x.dbuf); err != nil {
-				return err
-			}
-		}
-		inv := 1 / float32(n)
 		for _, t := range x.dense {
-			dst := grad[t.FlatOffset : t.FlatOffset+t.Size]
-			for i, v := range x.dbuf[t.Offset : t.Offset+t.Size] {
-				dst[i] = v * inv
-			}
 			count(t.Kind, bytesPer*int64(t.Size), int64(4*t.Size))
 		}
 	}
 	if x.comp == nil {
 		return nil
 	}
-	for _, t := range x.packed {
-		copy(x.cbuf[t.Offset:t.Offset+t.Size], grad[t.FlatOffset:t.FlatOffset+t.Size])
-	}
 	var prev Combined
 	for r := 0; r < x.send.needs.Rounds; r++ {
-		p, err := x.send.Compress(r, x.cbuf, prev, info)
-		if err != nil {
-			return fmt.Errorf("compress %s: round %d: %w", x.send.name, r, err)
+		p := x.first
+		if r > 0 || !x.flat {
+			var err error
+			if p, err = x.send.Compress(r, x.cbuf, prev, info); err != nil {
+				return fmt.Errorf("compress %s: round %d: %w", x.send.name, r, err)
+			}
 		}
 		switch x.send.needs.Op(r) {
 		case dist.OpAllReduce:
@@ -239,6 +334,7 @@ func (x *Exchange) Exchange(grad []float32, step int) error {
 		case dist.OpAllGather:
 			all := [][]byte{p.Bytes}
 			if n > 1 {
+				var err error
 				if all, err = x.member.AllGather(p.Bytes); err != nil {
 					return err
 				}
@@ -253,11 +349,77 @@ func (x *Exchange) Exchange(grad []float32, step int) error {
 			x.traffic.SteadyRoundWire[r] += p.Wire
 		}
 	}
+	if !keep {
+		if _, pure := x.comp.(statelessDecoder); pure {
+			return nil
+		}
+		if sd, ok := x.comp.(stateDecoder); ok {
+			return sd.decodeState(prev, info)
+		}
+	}
 	if err := x.send.Decompress(prev, x.out, info); err != nil {
 		return err
 	}
+	if !keep {
+		return nil
+	}
 	for _, t := range x.packed {
 		copy(grad[t.FlatOffset:t.FlatOffset+t.Size], x.out[t.Offset:t.Offset+t.Size])
+	}
+	return nil
+}
+
+// exchangeDense all-reduces the dense tensors (in dbuf, where take put
+// them) and, with keep, writes their mean into grad. When every tensor is
+// dense the all-reduce runs on grad itself (dbuf's layout is grad's); a
+// collective that can average (dist.Averager) scales the sums itself and
+// skips writing a result that is not kept. Either way every value is
+// sum * (1/n), one float32 multiplication, as without them.
+func (x *Exchange) exchangeDense(grad []float32, n int, keep bool) error {
+	buf := x.dbuf
+	if x.inPlace {
+		buf = grad[:len(x.dbuf)]
+	}
+	if x.denseFP16 {
+		RoundF16(buf)
+	}
+	inv := 1 / float32(n)
+	scaled := false
+	if n > 1 {
+		avg, ok := x.member.(dist.Averager)
+		var err error
+		if ok {
+			err = avg.AllReduceScaled(buf, inv, keep)
+		} else {
+			err = x.member.AllReduce(buf)
+		}
+		if err != nil {
+			return err
+		}
+		scaled = ok
+	}
+	switch {
+	case !keep:
+	case x.inPlace && n == 1:
+		// The mean of one worker is its gradient (times 1: the same value).
+	case x.inPlace && !scaled:
+		for i, v := range buf {
+			buf[i] = v * inv
+		}
+	case x.inPlace:
+		// The collective left the mean in grad.
+	default:
+		for _, t := range x.dense {
+			dst := grad[t.FlatOffset : t.FlatOffset+t.Size]
+			src := x.dbuf[t.Offset : t.Offset+t.Size]
+			if scaled {
+				copy(dst, src)
+				continue
+			}
+			for i, v := range src {
+				dst[i] = v * inv
+			}
+		}
 	}
 	return nil
 }

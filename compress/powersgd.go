@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"gonum.org/v1/gonum/blas/blas32"
 
@@ -70,11 +71,13 @@ type powerSGD struct {
 	rng     *rand.Rand
 	vanilla bool      // the last step was a vanilla all-reduce
 	sent    []float32 // Sent()'s buffer, allocated on first use
+	row     []float32 // decodeState's scratch row
 }
 
 // psgdMatrix is one packed tensor viewed as an n x m matrix.
 type psgdMatrix struct {
 	off  int // offset in the packed buffer
+	flat int // offset in the worker's flat gradient
 	n, m int
 	r    int // rank; 0 when the matrix travels dense
 	p    int // offset of P (r x n) in powerSGD.p
@@ -89,6 +92,8 @@ var (
 	_ Compressor      = (*powerSGD)(nil)
 	_ CombinedDecoder = (*powerSGD)(nil)
 	_ ErrorFeedback   = powerSGDEF{}
+	_ flatEncoder     = (*powerSGD)(nil)
+	_ stateDecoder    = (*powerSGD)(nil)
 )
 
 // psgdCompressed applies PyTorch's rule: compress an n x m matrix at rank r
@@ -121,7 +126,7 @@ func newPowerSGD(cfg Config, tensors []Tensor, _, _ int, seed int64, _ Hyper) (C
 		if len(t.Shape) == 0 || t.Shape[0] <= 0 || t.Size%t.Shape[0] != 0 {
 			return nil, fmt.Errorf("powersgd: tensor %s: shape %v does not fit its %d values", t.Name, t.Shape, t.Size)
 		}
-		x := psgdMatrix{off: t.Offset, n: t.Shape[0], m: t.Size / t.Shape[0], p: np, q: nq, pay0: c.len0}
+		x := psgdMatrix{off: t.Offset, flat: t.FlatOffset, n: t.Shape[0], m: t.Size / t.Shape[0], p: np, q: nq, pay0: c.len0}
 		x.r = psgdCompressed(x.n, x.m, pc.Rank, pc.MinCompressionRate)
 		if x.r > 0 {
 			np += x.r * x.n
@@ -189,7 +194,7 @@ func (c *powerSGD) Encode(r int, grad []float32, prev Combined, info StepInfo) (
 		}
 		return Payload{Floats: grad, Wire: int64(4 * c.size), TensorWire: c.vanWire0}, nil
 	case r == 0:
-		return c.round0(grad, info.Step), nil
+		return c.round0(grad, false, info.Step), nil
 	case r == 1 && !c.Steady(info):
 		c.r0 = prev.Floats
 		return Payload{Floats: c.pay1[:0], TensorWire: c.vanWire1}, nil
@@ -199,15 +204,30 @@ func (c *powerSGD) Encode(r int, grad []float32, prev Combined, info StepInfo) (
 	return Payload{}, fmt.Errorf("powersgd: round %d: only rounds 0 and 1 exist", r)
 }
 
+// encodeFlat is Encode's round 0 on the worker's flat gradient, when
+// PowerSGD compresses at this step (the vanilla all-reduce sends the packed
+// gradient itself); it reads grad and writes nothing there.
+func (c *powerSGD) encodeFlat(grad []float32, info StepInfo) (Payload, bool, error) {
+	if !c.Steady(info) {
+		return Payload{}, false, nil
+	}
+	return c.round0(grad, true, info.Step), true, nil
+}
+
 // round0 computes M = g (+ e) and P = M Q for every compressed matrix, and
-// copies the dense matrices into the payload.
-func (c *powerSGD) round0(grad []float32, step int) Payload {
+// copies the dense matrices into the payload. grad is the packed gradient,
+// or with flat the worker's flat one.
+func (c *powerSGD) round0(grad []float32, flat bool, step int) Payload {
 	if !c.cfg.WarmStart {
 		c.drawQ(step)
 	}
 	for _, t := range c.mats {
 		size := t.n * t.m
-		g, mm := grad[t.off:t.off+size], c.m[t.off:t.off+size]
+		src := t.off
+		if flat {
+			src = t.flat
+		}
+		g, mm := grad[src:src+size], c.m[t.off:t.off+size]
 		if t.r == 0 {
 			copy(mm, g)
 			copy(c.pay0[t.pay0:t.pay0+size], g)
@@ -304,6 +324,46 @@ func (c *powerSGD) DecodeMean(last Combined, dst []float32, info StepInfo) error
 				// e = M - Mhat: local M, global Mhat.
 				copy(c.e[lo:hi], c.m[lo:hi])
 				psgdAxpy(-1, dst[lo:hi], c.e[lo:hi])
+			}
+		}
+	}
+	c.vanilla = false
+	return nil
+}
+
+// decodeState does what DecodeMean does to the compressor's state (the mean
+// Q for the warm start, the residual, the vanilla flag) without writing the
+// mean: for a worker that only contributes. Each row of P Q^T is built in
+// scratch, with the arithmetic DecodeMean uses.
+func (c *powerSGD) decodeState(last Combined, info StepInfo) error {
+	if last.Workers < 1 {
+		return fmt.Errorf("powersgd: decompress from %d workers", last.Workers)
+	}
+	if !c.Steady(info) {
+		if len(c.r0) != c.size || len(last.Floats) != 0 {
+			return fmt.Errorf("powersgd: vanilla step combined %d and %d values, want %d and 0", len(c.r0), len(last.Floats), c.size)
+		}
+		c.vanilla = true
+		return nil
+	}
+	if len(last.Floats) != c.len1 || len(c.r0) != c.len0 {
+		return fmt.Errorf("powersgd: step combined %d and %d values, want %d and %d", len(c.r0), len(last.Floats), c.len0, c.len1)
+	}
+	inv := 1 / float32(last.Workers)
+	for i, v := range last.Floats {
+		c.q[i] = v * inv
+	}
+	if c.e != nil {
+		for _, t := range c.mats {
+			if t.r == 0 {
+				continue
+			}
+			c.row = slices.Grow(c.row[:0], t.m)[:t.m]
+			for i := 0; i < t.n; i++ {
+				lo, hi := t.off+i*t.m, t.off+(i+1)*t.m
+				c.lowRankRow(t, i, c.row)
+				copy(c.e[lo:hi], c.m[lo:hi])
+				psgdAxpy(-1, c.row, c.e[lo:hi])
 			}
 		}
 	}

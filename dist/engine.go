@@ -42,10 +42,33 @@ type Exchanger interface {
 	Exchange(grad []float32, step int) error
 }
 
+// Contributor is an Exchanger whose worker can take part in a step's exchange
+// without receiving the mean: Contribute does what Exchange does to the
+// exchange's own state and to the other workers, but may leave grad with
+// unspecified contents. The engine reads only local worker 0's mean and lets
+// the others contribute.
+type Contributor interface {
+	Contribute(grad []float32, step int) error
+}
+
+// Preparer is an Exchanger that can take a worker's gradient as soon as it is
+// computed, while the replica still holds it: Prepare keeps what the step's
+// exchange needs (copies, or work done on the spot), so that the engine need
+// not copy the gradient into the worker's buffer, and the Exchange or
+// Contribute of the same step that follows writes the mean without reading
+// its grad argument. ok false declines: the engine copies the gradient and
+// exchanges as usual.
+type Preparer interface {
+	Prepare(grad []float32, step int) (ok bool, err error)
+}
+
 // Engine maps the logical workers hosted by this process onto replicas. Worker w
 // is computed by replica w mod R, always in the same order, so results do not
 // depend on scheduling; each worker owns its gradient buffer and exchanges it
-// through its own collective member.
+// through its own collective member. Only local worker 0's mean is read: the
+// others contribute (Contributor) where their exchange can, and an exchange
+// that takes the gradient from the replica itself (Preparer) spares the copy
+// into the worker's buffer.
 type Engine struct {
 	replicas []Replica
 	members  []Collective // one per local logical worker, in rank order
@@ -53,9 +76,9 @@ type Engine struct {
 	grads    [][]float32  // per local worker
 	grads64  [][]float64  // per local worker, with float64 replicas (else nil)
 	// The gradient's precision is chosen once, in NewEngine: these move a
-	// replica's gradient into worker w's buffer, exchange it, and write worker
-	// 0's mean into replica 0's Grad.
-	collect   func(w, r int)
+	// replica's gradient into worker w's buffer (or hand it to the worker's
+	// exchange), exchange it, and write worker 0's mean into replica 0's Grad.
+	collect   func(w, r, step int) error
 	exchangeW func(w, step int) error
 	publish   func()
 	losses    [][]float32 // per local worker, one value
@@ -63,9 +86,10 @@ type Engine struct {
 	compute   []time.Duration
 	// Per-step scratch, one slot per local worker, reused so that a step
 	// allocates nothing here: each ready channel carries exactly one value a step.
-	ready  []chan error
-	errs   []error
-	causes []error // the model's own failures (a NaN loss, say)
+	ready    []chan error
+	errs     []error
+	causes   []error // the model's own failures (a NaN loss, say)
+	prepErrs []error // the exchanges' failures in Preparer.Prepare
 }
 
 // NewEngine builds an engine over the local members (ranks Rank()..Rank()+len-1 of
@@ -85,7 +109,8 @@ func NewEngine(members []Collective, replicas []Replica, exchange []Exchanger) (
 		}
 	}
 	e := &Engine{replicas: replicas, members: members, compute: make([]time.Duration, len(members)), own: make([]float64, len(members)),
-		ready: make([]chan error, len(members)), errs: make([]error, len(members)), causes: make([]error, len(members))}
+		ready: make([]chan error, len(members)), errs: make([]error, len(members)), causes: make([]error, len(members)),
+		prepErrs: make([]error, len(members))}
 	for w := range e.ready {
 		e.ready[w] = make(chan error, 1)
 	}
@@ -120,8 +145,30 @@ func (e *Engine) choosePrecision(n int) error {
 		for range e.members {
 			e.grads = append(e.grads, make([]float32, n))
 		}
-		e.collect = func(w, r int) { copy(e.grads[w], e.replicas[r].Grad()) }
-		e.exchangeW = func(w, step int) error { return e.exchange[w].Exchange(e.grads[w], step) }
+		prep := make([]Preparer, len(e.exchange))
+		for w, x := range e.exchange {
+			prep[w], _ = x.(Preparer)
+		}
+		e.collect = func(w, r, step int) error {
+			g := e.replicas[r].Grad()
+			if prep[w] != nil {
+				if ok, err := prep[w].Prepare(g, step); ok || err != nil {
+					return err
+				}
+			}
+			copy(e.grads[w], g)
+			return nil
+		}
+		// Only worker 0's mean is published: the others only contribute
+		// where their exchanges can.
+		xs := make([]func([]float32, int) error, len(e.exchange))
+		for w, x := range e.exchange {
+			xs[w] = x.Exchange
+			if c, ok := x.(Contributor); ok && w > 0 {
+				xs[w] = c.Contribute
+			}
+		}
+		e.exchangeW = func(w, step int) error { return xs[w](e.grads[w], step) }
 		e.publish = func() { copy(e.replicas[0].Grad(), e.grads[0]) }
 		return nil
 	}
@@ -136,7 +183,7 @@ func (e *Engine) choosePrecision(n int) error {
 		}
 		e.grads64 = append(e.grads64, make([]float64, n))
 	}
-	e.collect = func(w, r int) { copy(e.grads64[w], wide[r].Grad64()) }
+	e.collect = func(w, r, _ int) error { copy(e.grads64[w], wide[r].Grad64()); return nil }
 	e.exchangeW = func(w, step int) error { return x64[w].Exchange64(e.grads64[w], step) }
 	e.publish = func() {
 		// The mean is rounded to float32 once, here.
@@ -172,6 +219,7 @@ func (e *Engine) Step(step int, batch func(w int) ([]float32, []int32)) (float64
 	ready, errs, causes := e.ready, e.errs, e.causes
 	clear(errs)
 	clear(causes)
+	clear(e.prepErrs)
 	var wg sync.WaitGroup
 	for r := 0; r < nr; r++ {
 		wg.Add(1)
@@ -184,9 +232,11 @@ func (e *Engine) Step(step int, batch func(w int) ([]float32, []int32)) (float64
 				loss, err := rep.Step(x, y)
 				e.compute[w] = time.Since(t0)
 				if err == nil {
-					e.collect(w, r)
 					e.losses[w][0] = float32(loss)
 					e.own[w] = loss
+					// The exchange's failure, not the model's: it goes
+					// with the other exchange errors.
+					e.prepErrs[w] = e.collect(w, r, step)
 				}
 				ready[w] <- err
 				if err != nil {
@@ -205,6 +255,11 @@ func (e *Engine) Step(step int, batch func(w int) ([]float32, []int32)) (float64
 		go func(w int) {
 			defer wg.Done()
 			if err := <-ready[w]; err != nil {
+				errs[w] = err
+				e.abort(w, err)
+				return
+			}
+			if err := e.prepErrs[w]; err != nil {
 				errs[w] = err
 				e.abort(w, err)
 				return

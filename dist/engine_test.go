@@ -3,6 +3,7 @@ package dist
 import (
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -131,6 +132,132 @@ func TestEngineFailureDoesNotHang(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("engine hung after a worker failed")
+	}
+}
+
+// preparingExchange is meanExchange with Prepare (it copies the gradient
+// into a buffer of its own) and Contribute (the all-reduce, without the
+// division), recording what the engine called.
+type preparingExchange struct {
+	meanExchange
+	own         []float32
+	prepared    int // step of the last Prepare, -1 when none or declined
+	decline     bool
+	fail        error
+	contributed bool
+	calls       int  // Prepare calls
+	filled      bool // the engine wrote the gradient into the buffer exchanged
+}
+
+func (p *preparingExchange) Prepare(g []float32, step int) (bool, error) {
+	p.calls++
+	if p.fail != nil {
+		return false, p.fail
+	}
+	if p.decline {
+		return false, nil
+	}
+	p.own = append(p.own[:0], g...)
+	p.prepared = step
+	return true, nil
+}
+
+func (p *preparingExchange) take(g []float32, step int) {
+	p.filled = slices.ContainsFunc(g, func(v float32) bool { return v != 0 })
+	if p.prepared == step {
+		copy(g, p.own) // g is the engine's buffer, which it did not fill
+		p.prepared = -1
+	}
+}
+
+func (p *preparingExchange) Exchange(g []float32, step int) error {
+	p.take(g, step)
+	return p.meanExchange.Exchange(g, step)
+}
+
+func (p *preparingExchange) Contribute(g []float32, step int) error {
+	p.take(g, step)
+	p.contributed = true
+	return p.c.AllReduce(g)
+}
+
+// TestEnginePreparerContributor checks that the engine hands each worker's
+// gradient to Prepare while its replica holds it (the engine's own copy is
+// skipped: the mean is right only if Prepare got the gradient), lets workers
+// other than 0 contribute, copies the gradient itself where Prepare declines,
+// and reports a Prepare failure as that worker's without hanging.
+func TestEnginePreparerContributor(t *testing.T) {
+	const workers, replicas, params = 6, 2, 4
+	run := func(setup func(w int, p *preparingExchange)) ([]*fakeReplica, []*preparingExchange, float64, error) {
+		members, err := NewLocal(workers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reps := make([]Replica, replicas)
+		fakes := make([]*fakeReplica, replicas)
+		for i := range reps {
+			fakes[i] = newFake(params)
+			reps[i] = fakes[i]
+		}
+		for i := range fakes[0].flat {
+			fakes[0].flat[i] = float32(i) // the gradient is x + params
+		}
+		xs := make([]Exchanger, workers)
+		ps := make([]*preparingExchange, workers)
+		for w, m := range members {
+			ps[w] = &preparingExchange{meanExchange: meanExchange{c: m}, prepared: -1}
+			setup(w, ps[w])
+			xs[w] = ps[w]
+		}
+		e, err := NewEngine(members, reps, xs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		var loss float64
+		go func() {
+			var err error
+			// Worker w's data is all w: the mean gradient is (N-1)/2 + i,
+			// the mean loss 4(N-1)/2.
+			loss, err = e.Step(7, func(w int) ([]float32, []int32) {
+				return []float32{float32(w), float32(w), float32(w), float32(w)}, nil
+			})
+			done <- err
+		}()
+		select {
+		case err = <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("engine hung")
+		}
+		return fakes, ps, loss, err
+	}
+	for _, declined := range []int{-1, 0, 3} {
+		fakes, ps, loss, err := run(func(w int, p *preparingExchange) { p.decline = w == declined })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := 4 * 2.5; math.Abs(loss-want) > 1e-6 {
+			t.Errorf("declined %d: loss %v, want %v", declined, loss, want)
+		}
+		for i, g := range fakes[0].grad {
+			if want := 2.5 + float64(i); math.Abs(float64(g)-want) > 1e-6 {
+				t.Errorf("declined %d: mean gradient[%d] = %v, want %v", declined, i, g, want)
+			}
+		}
+		for w, p := range ps {
+			if p.contributed != (w > 0) || p.calls != 1 || p.filled != (w == declined) {
+				t.Errorf("declined %d: worker %d contributed %v, prepared %d times, buffer filled by the engine %v",
+					declined, w, p.contributed, p.calls, p.filled)
+			}
+		}
+	}
+	_, _, _, err := run(func(w int, p *preparingExchange) {
+		if w == 3 {
+			p.fail = errors.New("no room")
+		}
+	})
+	if err == nil || !strings.Contains(err.Error(), "no room") {
+		t.Fatalf("Prepare failure: %v", err)
 	}
 }
 

@@ -44,6 +44,9 @@ type Aborter interface {
 // Calls reuse the group's synchronisation state: no goroutines, and no
 // allocations in steady state.
 //
+// Members implement Averager: AllReduceScaled scales the sums on the way and
+// writes them only into the buffers of the members that read them.
+//
 // Members implement Aborter: Abort (or Close) on one member makes every member
 // blocked in or entering a collective return a *RankError naming it at once.
 // Members that pass buffers of different lengths (or call different
@@ -85,12 +88,27 @@ func (o op) String() string {
 	return "unknown operation"
 }
 
+// Averager is implemented by collectives that can finish an average for the
+// caller inside the all-reduce, where the sums are still in cache.
+type Averager interface {
+	// AllReduceScaled is AllReduce followed by buf[i] *= scale (one float32
+	// multiplication of each sum: the same bits as that), except that a
+	// member passing keep false only contributes: its buf is left with
+	// unspecified contents, and nothing is written into it that it would not
+	// read. All members pass the same scale.
+	AllReduceScaled(buf []float32, scale float32, keep bool) error
+}
+
 // call is what a member registers for one operation.
 type call struct {
 	op   op
 	f    []float32
 	b    []byte
 	root int
+	// AllReduceScaled: multiply the sums by scale; drop: the member does
+	// not read the result (the zero values are a plain AllReduce).
+	scaled, drop bool
+	scale        float32
 }
 
 // group is the state shared by the members of an in-process group (NewLocal)
@@ -202,6 +220,10 @@ func (g *group) validate(calls []call) error {
 			return fmt.Errorf("dist: %v length mismatch: rank %d passed %d floats, rank %d passed %d",
 				c.op, g.base, len(c0.f), g.base+i+1, len(c.f))
 		}
+		if c.scaled != c0.scaled || c.scale != c0.scale {
+			return fmt.Errorf("dist: AllReduce scale mismatch: rank %d %s, rank %d %s",
+				g.base, c0.scaleString(), g.base+i+1, c.scaleString())
+		}
 		if c.root != c0.root {
 			return fmt.Errorf("dist: Broadcast root mismatch: rank %d named root %d, rank %d named root %d",
 				g.base, c0.root, g.base+i+1, c.root)
@@ -211,6 +233,13 @@ func (g *group) validate(calls []call) error {
 		return fmt.Errorf("dist: Broadcast root %d out of range [0, %d)", c0.root, g.size)
 	}
 	return nil
+}
+
+func (c call) scaleString() string {
+	if !c.scaled {
+		return "did not scale"
+	}
+	return fmt.Sprintf("scaled by %v", c.scale)
 }
 
 // span is member i's share of an n-element AllReduce among m members. Shares
@@ -227,12 +256,14 @@ const sumBlock = 2048
 
 // sumSpan adds the members' buffers over [lo, hi) into member 0's buffer,
 // in rank order 0..n-1 for every element, so that all members of every run
-// get the same bits. With scatter it then copies the sums into the other
-// members' buffers.
+// get the same bits. Registrations of AllReduceScaled then multiply the sums
+// by their scale. With scatter it then copies the results into the buffers
+// of the other members that read them.
 func sumSpan(calls []call, lo, hi int, scatter bool) {
+	c0 := calls[0]
 	for b := lo; b < hi; b += sumBlock {
 		e := min(b+sumBlock, hi)
-		dst := calls[0].f[b:e]
+		dst := c0.f[b:e]
 		j := 1
 		for ; j+4 <= len(calls); j += 4 {
 			add4(dst, calls[j].f[b:e], calls[j+1].f[b:e], calls[j+2].f[b:e], calls[j+3].f[b:e])
@@ -240,11 +271,22 @@ func sumSpan(calls []call, lo, hi int, scatter bool) {
 		for ; j < len(calls); j++ {
 			add1(dst, calls[j].f[b:e])
 		}
+		if c0.scaled {
+			scale(dst, c0.scale)
+		}
 		if scatter {
 			for _, c := range calls[1:] {
-				copy(c.f[b:e], dst)
+				if !c.drop {
+					copy(c.f[b:e], dst)
+				}
 			}
 		}
+	}
+}
+
+func scale(dst []float32, s float32) {
+	for i := range dst {
+		dst[i] *= s
 	}
 }
 
@@ -279,6 +321,7 @@ type localMember struct {
 var (
 	_ Collective = (*localMember)(nil)
 	_ Aborter    = (*localMember)(nil)
+	_ Averager   = (*localMember)(nil)
 )
 
 func (m *localMember) Rank() int { return m.rank }
@@ -299,7 +342,18 @@ func (m *localMember) register(c call) (p int, err error) {
 // elements for everybody, then waits until all shares are done. Buffers of
 // different members must not overlap.
 func (m *localMember) AllReduce(buf []float32) error {
-	p, err := m.register(call{op: opAllReduce, f: buf})
+	return m.allReduce(call{op: opAllReduce, f: buf})
+}
+
+// AllReduceScaled is AllReduce with the sums multiplied by scale, written
+// only into the buffers of the members that keep them.
+func (m *localMember) AllReduceScaled(buf []float32, scale float32, keep bool) error {
+	return m.allReduce(call{op: opAllReduce, f: buf, scaled: true, scale: scale, drop: !keep})
+}
+
+func (m *localMember) allReduce(c call) error {
+	buf := c.f
+	p, err := m.register(c)
 	if err != nil {
 		return err
 	}

@@ -320,6 +320,59 @@ func TestLocalMixed(t *testing.T) {
 	}
 }
 
+// TestLocalAllReduceScaled checks AllReduceScaled against AllReduce
+// followed by one float32 multiplication per element, to the bit, for the
+// members that keep the result; the others' buffers are not written except
+// rank 0's (the accumulator). A plain AllReduce between scaled ones is
+// unaffected.
+func TestLocalAllReduceScaled(t *testing.T) {
+	for _, n := range groupSizes {
+		for _, l := range lengths {
+			in := inputs(n, l)
+			scale := 1 / float32(n)
+			want := inOrder(in)
+			for k := range want {
+				want[k] *= scale
+			}
+			members := newLocal(t, n)
+			out := make([][]float32, n)
+			for r := range in {
+				out[r] = append([]float32(nil), in[r]...)
+			}
+			keep := func(r int) bool { return r%3 != 1 } // ranks 1, 4, 7, ... only contribute
+			noErrors(t, each(t, members, func(m Collective) error {
+				return m.(Averager).AllReduceScaled(out[m.Rank()], scale, keep(m.Rank()))
+			}))
+			for r := range out {
+				switch {
+				case keep(r):
+					if !bytes.Equal(bits(out[r]), bits(want)) {
+						t.Fatalf("n=%d l=%d: rank %d's result differs from the rank-order sum times %v", n, l, r, scale)
+					}
+				case r != 0:
+					if !bytes.Equal(bits(out[r]), bits(in[r])) {
+						t.Fatalf("n=%d l=%d: rank %d does not keep the result, but its buffer was written", n, l, r)
+					}
+				}
+			}
+			if l == 1000 {
+				checkSum(t, in, allReduce(t, members, in), inOrder(in))
+			}
+		}
+	}
+	members := newLocal(t, 3)
+	wantAll(t, each(t, members, func(m Collective) error {
+		if m.Rank() == 2 {
+			return m.AllReduce(make([]float32, 4))
+		}
+		return m.(Averager).AllReduceScaled(make([]float32, 4), 0.5, true)
+	}), "AllReduce scale mismatch", "rank 0 scaled by 0.5, rank 2 did not scale")
+	wantAll(t, each(t, members, func(m Collective) error {
+		return m.(Averager).AllReduceScaled(make([]float32, 4), float32(m.Rank()+1), true)
+	}), "AllReduce scale mismatch", "rank 0 scaled by 1, rank 1 scaled by 2")
+	testMixed(t, members)
+}
+
 // wantAll checks that every member got an error containing all of parts.
 func wantAll(t *testing.T, errs []error, parts ...string) {
 	t.Helper()

@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/csv"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -73,4 +75,80 @@ func TestBenchErrors(t *testing.T) {
 		{[]string{"bench", "--model", "mlp", "--batch", "0"}, []string{"batch 0"}},
 		{[]string{"bench", "--model", "mlp", "--batch", "2", "extra1"}, []string{"unknown command"}},
 	})
+}
+
+func TestBenchEngine(t *testing.T) {
+	out, stderr, err := run(t, "bench", "--engine", "--model", "lenet5", "--batch", "8", "--steps", "1", "--warmup", "1", "--trials", "2",
+		"--scenario", "1/1/none", "--scenario", "4/2/none,4/2/dgc", "--format", "csv")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	rows, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	if err != nil || len(rows) != 4 {
+		t.Fatalf("csv: %v %q", err, out)
+	}
+	col := func(r int, name string) string {
+		for i, h := range rows[0] {
+			if h == name {
+				return rows[r][i]
+			}
+		}
+		t.Fatalf("no column %q in %v", name, rows[0])
+		return ""
+	}
+	for r, want := range []struct{ scenario, workerBatch, overhead string }{{"1/1/none", "8", ""}, {"4/2/none", "2", ""}, {"4/2/dgc", "2", "x"}} {
+		if col(r+1, "model") != "lenet5" || col(r+1, "scenario") != want.scenario || col(r+1, "worker_batch") != want.workerBatch || col(r+1, "global_batch") != "8" {
+			t.Errorf("row %d: %v", r+1, rows[r+1])
+		}
+		if got := col(r+1, "best_overhead_percent"); (got == "") != (want.overhead == "") {
+			t.Errorf("row %d: overhead %q", r+1, got)
+		}
+	}
+	if col(1, "best_ratio") != "1.000" || len(strings.Split(col(2, "trial_seconds"), ";")) != 2 {
+		t.Errorf("first row %v", rows[1])
+	}
+
+	out, _, err = run(t, "bench", "--engine", "--model", "mlp", "--batch", "4", "--steps", "1", "--warmup", "0", "--trials", "1",
+		"--scenario", "2/1/none", "--format", "json")
+	var rs []struct {
+		Model       string `json:"model"`
+		GlobalBatch int    `json:"global_batch"`
+		Scenarios   []struct {
+			Scenario string  `json:"scenario"`
+			Best     float64 `json:"best_seconds"`
+		} `json:"scenarios"`
+	}
+	if err != nil || json.Unmarshal([]byte(out), &rs) != nil || len(rs) != 1 || rs[0].GlobalBatch != 4 || len(rs[0].Scenarios) != 1 ||
+		rs[0].Scenarios[0].Scenario != "2/1/none" || rs[0].Scenarios[0].Best <= 0 {
+		t.Fatalf("json: %v %q", err, out)
+	}
+
+	out, _, err = run(t, "bench", "--engine", "--model", "mlp", "--batch", "4", "--steps", "1", "--warmup", "0", "--trials", "1", "--scenario", "1/1/none")
+	if err != nil || !strings.Contains(out, "| mlp | 4 | 1/1/none | 4 |") || !strings.Contains(out, "GOMAXPROCS") {
+		t.Fatalf("table: %v %q", err, out)
+	}
+}
+
+func TestBenchEngineErrors(t *testing.T) {
+	wantErrors(t, []errorCase{
+		{[]string{"bench", "--scenario", "8/2/dgc"}, []string{"--scenario 8/2/dgc", "only with --engine"}},
+		{[]string{"bench", "--engine", "--model", "mlp", "--scenario", "8/2"}, []string{"--scenario", "WORKERS/REPLICAS/COMPRESSOR"}},
+		{[]string{"bench", "--engine", "--model", "mlp", "--scenario", "8/2/zip"}, []string{"--scenario", `unknown compressor "zip"`}},
+		{[]string{"bench", "--engine", "--model", "mlp", "--batch", "12"}, []string{"--batch 12", "8 workers"}},
+		{[]string{"bench", "--engine", "--model", "vgg"}, []string{"--model vgg"}},
+		{[]string{"bench", "--engine", "--model", "mlp", "--format", "xml"}, []string{`--format "xml"`}},
+	})
+}
+
+func TestBenchCPUProfile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cpu.prof")
+	if _, stderr, err := run(t, "bench", "--model", "mlp", "--batch", "2", "--steps", "1", "--warmup", "0", "--trials", "1", "--cpuprofile", path); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	// A profile is gzip data: it starts with the gzip magic bytes.
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("profile: %v, %d bytes", err, len(b))
+	}
+	wantErrors(t, []errorCase{{[]string{"bench", "--model", "mlp", "--cpuprofile", filepath.Join(t.TempDir(), "no", "such", "dir")}, []string{"--cpuprofile"}}})
 }

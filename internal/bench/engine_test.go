@@ -1,0 +1,227 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/gradwire/gradwire/compress"
+	"github.com/gradwire/gradwire/dist"
+	"github.com/gradwire/gradwire/models"
+)
+
+// plainMember hides dist.Averager: only the Collective methods are left.
+type plainMember struct{ dist.Collective }
+
+// plainExchange hides dist.Contributor: every worker receives the mean.
+type plainExchange struct{ x *compress.Exchange }
+
+func (p plainExchange) Exchange(g []float32, step int) error { return p.x.Exchange(g, step) }
+
+// packedOnly hides a compressor's unexported fast paths (round 0 from the
+// flat gradient, skipped decoding): only the Compressor methods are left.
+type packedOnly struct{ compress.Compressor }
+
+// packedOnlyCombined is packedOnly for a compressor that decodes the
+// combined result itself (PowerSGD).
+type packedOnlyCombined struct {
+	compress.Compressor
+	compress.CombinedDecoder
+}
+
+// registerPackedOnly adds "<name>-packed" to the compressor registry for the
+// test: name's compressor behind packedOnly. "none" has no compressor.
+func registerPackedOnly(t *testing.T, name string) string {
+	build := compress.Registry[name]
+	if build == nil {
+		return name
+	}
+	packed := name + "-packed"
+	compress.Registry[packed] = func(cfg compress.Config, ts []compress.Tensor, worker, workers int, seed int64, h compress.Hyper) (compress.Compressor, error) {
+		cfg.Name = name
+		c, err := build(cfg, ts, worker, workers, seed, h)
+		if err != nil {
+			return nil, err
+		}
+		if cd, ok := c.(compress.CombinedDecoder); ok {
+			return packedOnlyCombined{c, cd}, nil
+		}
+		return packedOnly{c}, nil
+	}
+	t.Cleanup(func() { delete(compress.Registry, packed) })
+	return packed
+}
+
+func f32bits(f []float32) []byte {
+	if len(f) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), 4*len(f))
+}
+
+// TestEngineShortcutsKeepResults trains the same steps twice, once with the
+// engine's shortcuts (workers other than 0 only contribute, the in-process
+// all-reduce scales the sums and writes them only where they are read, DGC
+// and PowerSGD encode from the flat gradient, DGC's contributors skip
+// decoding) and once without them (every worker exchanges in full, with a
+// plain AllReduce and the exchange's own scaling, from the packed copy): the
+// parameters, every replica's BatchNorm statistics, every worker's
+// compressor state and its byte counts must agree to the bit after every
+// step.
+func TestEngineShortcutsKeepResults(t *testing.T) {
+	variants := []struct {
+		model string
+		set   func(c *compress.Config)
+	}{
+		{"lenet5", func(c *compress.Config) { c.Name = "none" }},
+		{"lenet5", func(c *compress.Config) { c.Name, c.DenseFP16 = "none", true }},
+		{"lenet5", func(c *compress.Config) { c.Name = "dgc" }},
+		{"lenet5", func(c *compress.Config) { c.Name, c.FP16Values, c.DenseFP16 = "dgc", true, true }},
+		{"lenet5", func(c *compress.Config) { c.Name, c.DGC.ClipNorm, c.DGC.Sampling = "dgc", 0.5, false }},
+		{"lenet5", func(c *compress.Config) { c.Name, c.DGC.MomentumCorrection, c.DGC.WarmupEpochs = "dgc", false, 1 }},
+		{"lenet5", func(c *compress.Config) { c.Name = "powersgd" }},
+		{"lenet5", func(c *compress.Config) { c.Name, c.MinSize, c.PowerSGD.Rank = "powersgd", 0, 2 }},
+		{"lenet5", func(c *compress.Config) {
+			c.Name, c.PowerSGD.StartIter, c.PowerSGD.ErrorFeedback = "powersgd", 2, false
+		}},
+		{"lenet5", func(c *compress.Config) { c.Name = "topk" }},
+		{"lenet5", func(c *compress.Config) { c.Name = "qsgd" }},
+		{"resnet20", func(c *compress.Config) { c.Name = "none" }},
+	}
+	for vi, v := range variants {
+		c, err := NewCase(v.model, 16, models.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := engineConfig(c, Scenario{Workers: 8, Replicas: 2})
+		v.set(&cfg.Compress)
+		name := fmt.Sprintf("variant %d (%s, %s)", vi, v.model, cfg.Compress.Name)
+		fast, err := buildEngineRun(c, cfg, engineHooks{})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		pcfg := cfg
+		pcfg.Compress.Name = registerPackedOnly(t, cfg.Compress.Name)
+		plain, err := buildEngineRun(c, pcfg, engineHooks{
+			member:   func(m dist.Collective) dist.Collective { return plainMember{m} },
+			exchange: func(x *compress.Exchange) dist.Exchanger { return plainExchange{x} },
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for step := range 5 {
+			for _, r := range []*engineRun{fast, plain} {
+				if err := r.trainStep(); err != nil {
+					t.Fatalf("%s step %d: %v", name, step, err)
+				}
+			}
+			if !bytes.Equal(f32bits(fast.net.Flat()), f32bits(plain.net.Flat())) {
+				t.Fatalf("%s step %d: parameters differ", name, step)
+			}
+			for i := range fast.nets {
+				fb, pb := fast.nets[i].Buffers(), plain.nets[i].Buffers()
+				for k := range fb {
+					if !bytes.Equal(f32bits(fb[k].Value), f32bits(pb[k].Value)) {
+						t.Fatalf("%s step %d: replica %d buffer %s differs", name, step, i, fb[k].Name)
+					}
+				}
+			}
+			for w := range fast.exchanges {
+				fs, ps := fast.exchanges[w].State(), plain.exchanges[w].State()
+				if len(fs) != len(ps) {
+					t.Fatalf("%s step %d: worker %d has %d state buffers, %d without shortcuts", name, step, w, len(fs), len(ps))
+				}
+				for k, b := range fs {
+					if !bytes.Equal(f32bits(b), f32bits(ps[k])) {
+						t.Fatalf("%s step %d: worker %d state %s differs", name, step, w, k)
+					}
+				}
+				ft, _ := json.Marshal(fast.exchanges[w].Traffic())
+				pt, _ := json.Marshal(plain.exchanges[w].Traffic())
+				if string(ft) != string(pt) {
+					t.Fatalf("%s step %d: worker %d traffic %s, without shortcuts %s", name, step, w, ft, pt)
+				}
+			}
+		}
+		fast.close()
+		plain.close()
+	}
+}
+
+func TestMeasureEngine(t *testing.T) {
+	c, err := NewCase("lenet5", 8, models.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := []Scenario{{1, 1, "none"}, {4, 2, "none"}, {4, 2, "dgc"}, {2, 1, "powersgd"}}
+	r, err := MeasureEngine(context.Background(), EngineCase{Case: c, Scenarios: sc}, 2, 1, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Params != 61706 || r.GlobalBatch != 8 || r.Steps != 2 || r.Warmup != 1 || r.Trials != 3 || len(r.Scenarios) != 4 || r.Machine == "" {
+		t.Fatalf("result %+v", r)
+	}
+	for i, s := range r.Scenarios {
+		if s.Scenario != sc[i].String() || s.WorkerBatch != 8/sc[i].Workers || s.OpWorkers != max(1, r.GOMAXPROCS/sc[i].Replicas) || len(s.TrialSeconds) != 3 {
+			t.Errorf("scenario %d: %+v", i, s)
+		}
+		if st := Summarize(s.TrialSeconds); st.Best != s.BestSeconds || st.Median != s.MedianSeconds || st.Spread != s.Spread {
+			t.Errorf("scenario %s: summary %+v, result %v %v %v", s.Scenario, st, s.BestSeconds, s.MedianSeconds, s.Spread)
+		}
+		base := r.Scenarios[0]
+		if s.BestRatio != s.BestSeconds/base.BestSeconds || s.MedianRatio != s.MedianSeconds/base.MedianSeconds {
+			t.Errorf("scenario %s: ratios %v %v", s.Scenario, s.BestRatio, s.MedianRatio)
+		}
+		if s.ComputeSeconds <= 0 || s.ComputeSeconds > 10*s.MedianSeconds {
+			t.Errorf("scenario %s: compute %v s, step %v s", s.Scenario, s.ComputeSeconds, s.MedianSeconds)
+		}
+	}
+	// dgc is compared with 4/2/none; 2/1/powersgd has no uncompressed
+	// scenario of its shape.
+	dgc, psgd := r.Scenarios[2], r.Scenarios[3]
+	if dgc.BestOverhead == nil || math.Abs(*dgc.BestOverhead-(dgc.BestSeconds/r.Scenarios[1].BestSeconds-1)) > 1e-12 ||
+		*dgc.MedianOverhead != dgc.MedianSeconds/r.Scenarios[1].MedianSeconds-1 {
+		t.Errorf("dgc overhead %v %v", dgc.BestOverhead, dgc.MedianOverhead)
+	}
+	if psgd.BestOverhead != nil || r.Scenarios[1].BestOverhead != nil {
+		t.Errorf("overheads without a reference: %v %v", psgd.BestOverhead, r.Scenarios[1].BestOverhead)
+	}
+}
+
+func TestParseScenario(t *testing.T) {
+	s, err := ParseScenario("8/2/dgc")
+	if err != nil || s != (Scenario{8, 2, "dgc"}) || s.String() != "8/2/dgc" {
+		t.Fatalf("%v %v", s, err)
+	}
+	for in, want := range map[string]string{
+		"8/2":         "expected WORKERS/REPLICAS/COMPRESSOR",
+		"x/2/none":    "whole numbers",
+		"2/4/none":    "replicas <= workers",
+		"0/0/none":    "whole numbers",
+		"8/2/zipper":  `unknown compressor "zipper"`,
+		"8/2/none/x":  "expected WORKERS/REPLICAS/COMPRESSOR",
+		"-1/1/none":   "whole numbers",
+		"8/2/powersg": "powersgd",
+	} {
+		if _, err := ParseScenario(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want an error mentioning %q", in, err, want)
+		}
+	}
+	c, _ := NewCase("lenet5", 6, models.Config{})
+	if _, err := MeasureEngine(context.Background(), EngineCase{Case: c, Scenarios: []Scenario{{4, 2, "none"}}}, 1, 0, 1); err == nil || !strings.Contains(err.Error(), "global batch 6") {
+		t.Errorf("uneven batch: %v", err)
+	}
+	if _, err := MeasureEngine(context.Background(), EngineCase{Case: c, Scenarios: []Scenario{{1, 1, "none"}}}, 0, 0, 1); err == nil {
+		t.Error("0 steps accepted")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := MeasureEngine(ctx, EngineCase{Case: c, Scenarios: []Scenario{{1, 1, "none"}}}, 1, 1, 1); err != context.Canceled {
+		t.Errorf("cancelled context: %v", err)
+	}
+}
