@@ -1,0 +1,511 @@
+#include "textflag.h"
+
+// Register-blocked SGEMM micro-kernels (see sgemm.go for the blocking around
+// them). Each computes one tile of the row-major C:
+//
+//	c[i, j] = alpha·Σ_l A(i, l)·B(l, j) + beta·c[i, j],  i < mr, j < nr,
+//
+// with A(i, l) at a + i·ars + l·aks and B(l, j) at b + l·bks + j (strides in
+// float32s), so that both operands are read where they lie whenever their
+// layout allows. The kernels broadcast one A value per row and multiply it
+// into vectors of B's row: the accumulators hold the tile of C in registers
+// for the whole k loop. beta == 0 never reads c.
+
+// Rows of a tile: each row of A has its own pointer, row r = a + r·ars, so
+// that rows at or past mr repeat row mr-1 (ROWPTR) instead of reading past
+// the matrix: a partial tile needs no copy of A. The k loop runs two steps
+// per iteration, the second through the k stride as an index (R10 = aks,
+// R11 = bks, in bytes), then moves every pointer two steps on with LEAQ.
+
+// ROWPTR sets row = prev + CX (the row stride) while r < mr (DI), else prev.
+#define ROWPTR(prev, row, r) \
+	LEAQ    (prev)(CX*1), row; \
+	CMPQ    DI, $r;            \
+	CMOVQLE prev, row
+
+#define ADVANCE(ptr, stride) \
+	LEAQ (ptr)(stride*2), ptr
+
+// ---------------------------------------------------------------------------
+// AVX-512: 8×32 tile, 16 accumulators (Z0..Z15: row i in Z2i, Z2i+1), rows
+// of A at SI, AX, BX, DX, R8, R9, R12, R13. B's two vectors load under masks
+// K1 and K2 (the columns below nr), so a partial tile at the right edge of B
+// reads no memory past its columns.
+
+#define FMA8x32(z0, z1, bcst) \
+	VFMADD231PS Z16, bcst, z0; \
+	VFMADD231PS Z17, bcst, z1
+
+#define FMAS8x32 \
+	FMA8x32(Z0, Z1, Z18);   \
+	FMA8x32(Z2, Z3, Z19);   \
+	FMA8x32(Z4, Z5, Z20);   \
+	FMA8x32(Z6, Z7, Z21);   \
+	FMA8x32(Z8, Z9, Z22);   \
+	FMA8x32(Z10, Z11, Z23); \
+	FMA8x32(Z12, Z13, Z24); \
+	FMA8x32(Z14, Z15, Z25)
+
+// One step of k at the pointers, and one a k stride further.
+#define STEP8x32 \
+	VMOVUPS.Z    (DI), K1, Z16;   \
+	VMOVUPS.Z    64(DI), K2, Z17; \
+	VBROADCASTSS (SI), Z18;       \
+	VBROADCASTSS (AX), Z19;       \
+	VBROADCASTSS (BX), Z20;       \
+	VBROADCASTSS (DX), Z21;       \
+	VBROADCASTSS (R8), Z22;       \
+	VBROADCASTSS (R9), Z23;       \
+	VBROADCASTSS (R12), Z24;      \
+	VBROADCASTSS (R13), Z25;      \
+	FMAS8x32
+
+#define STEP8x32X \
+	VMOVUPS.Z    (DI)(R11*1), K1, Z16;   \
+	VMOVUPS.Z    64(DI)(R11*1), K2, Z17; \
+	VBROADCASTSS (SI)(R10*1), Z18;       \
+	VBROADCASTSS (AX)(R10*1), Z19;       \
+	VBROADCASTSS (BX)(R10*1), Z20;       \
+	VBROADCASTSS (DX)(R10*1), Z21;       \
+	VBROADCASTSS (R8)(R10*1), Z22;       \
+	VBROADCASTSS (R9)(R10*1), Z23;       \
+	VBROADCASTSS (R12)(R10*1), Z24;      \
+	VBROADCASTSS (R13)(R10*1), Z25;      \
+	FMAS8x32
+
+#define ADVANCE8x32 \
+	ADVANCE(SI, R10);  \
+	ADVANCE(AX, R10);  \
+	ADVANCE(BX, R10);  \
+	ADVANCE(DX, R10);  \
+	ADVANCE(R8, R10);  \
+	ADVANCE(R9, R10);  \
+	ADVANCE(R12, R10); \
+	ADVANCE(R13, R10); \
+	ADVANCE(DI, R11)
+
+// Store one row of the tile: c = acc (beta 0) or c = acc + beta·c (Z17 = beta).
+#define ROW0_8x32(z0, z1) \
+	VMOVUPS z0, K1, (DX); \
+	VMOVUPS z1, K2, 64(DX)
+
+#define ROWB_8x32(z0, z1) \
+	VMOVUPS.Z   (DX), K1, Z18;   \
+	VMOVUPS.Z   64(DX), K2, Z19; \
+	VFMADD231PS Z18, Z17, z0;    \
+	VFMADD231PS Z19, Z17, z1;    \
+	VMOVUPS     z0, K1, (DX);    \
+	VMOVUPS     z1, K2, 64(DX)
+
+// NEXTROW moves DX to the next row of c, or leaves when the tile's mr rows
+// (BX) are done.
+#define NEXTROW(i, done) \
+	CMPQ BX, $i; \
+	JLE  done;   \
+	ADDQ R12, DX
+
+#define ROWS8x32(row) \
+	row(Z0, Z1);             \
+	NEXTROW(1, avx512done);  \
+	row(Z2, Z3);             \
+	NEXTROW(2, avx512done);  \
+	row(Z4, Z5);             \
+	NEXTROW(3, avx512done);  \
+	row(Z6, Z7);             \
+	NEXTROW(4, avx512done);  \
+	row(Z8, Z9);             \
+	NEXTROW(5, avx512done);  \
+	row(Z10, Z11);           \
+	NEXTROW(6, avx512done);  \
+	row(Z12, Z13);           \
+	NEXTROW(7, avx512done);  \
+	row(Z14, Z15);           \
+	JMP avx512done
+
+// func sgemmAVX512(k int, a *float32, ars, aks int, b *float32, bks int, c *float32, ldc, mr, nr int, alpha, beta float32)
+TEXT ·sgemmAVX512(SB), NOSPLIT, $0-88
+	// Column masks: K1 = columns 0..15 below nr, K2 = columns 16..31.
+	MOVQ  nr+72(FP), CX
+	MOVL  $1, AX
+	SHLQ  CX, AX
+	DECQ  AX
+	KMOVW AX, K1
+	SHRQ  $16, AX
+	KMOVW AX, K2
+
+	MOVQ a+8(FP), SI
+	MOVQ ars+16(FP), CX
+	SHLQ $2, CX
+	MOVQ mr+64(FP), DI
+	ROWPTR(SI, AX, 1)
+	ROWPTR(AX, BX, 2)
+	ROWPTR(BX, DX, 3)
+	ROWPTR(DX, R8, 4)
+	ROWPTR(R8, R9, 5)
+	ROWPTR(R9, R12, 6)
+	ROWPTR(R12, R13, 7)
+
+	MOVQ k+0(FP), CX
+	MOVQ aks+24(FP), R10
+	SHLQ $2, R10
+	MOVQ b+32(FP), DI
+	MOVQ bks+40(FP), R11
+	SHLQ $2, R11
+
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+
+	SUBQ $2, CX
+	JLT  avx512tail
+
+avx512loop:
+	STEP8x32
+	STEP8x32X
+	ADVANCE8x32
+	SUBQ $2, CX
+	JGE  avx512loop
+
+avx512tail:
+	ADDQ $2, CX
+	JEQ  avx512store
+	STEP8x32
+
+avx512store:
+	VBROADCASTSS alpha+80(FP), Z16
+	VMULPS       Z16, Z0, Z0
+	VMULPS       Z16, Z1, Z1
+	VMULPS       Z16, Z2, Z2
+	VMULPS       Z16, Z3, Z3
+	VMULPS       Z16, Z4, Z4
+	VMULPS       Z16, Z5, Z5
+	VMULPS       Z16, Z6, Z6
+	VMULPS       Z16, Z7, Z7
+	VMULPS       Z16, Z8, Z8
+	VMULPS       Z16, Z9, Z9
+	VMULPS       Z16, Z10, Z10
+	VMULPS       Z16, Z11, Z11
+	VMULPS       Z16, Z12, Z12
+	VMULPS       Z16, Z13, Z13
+	VMULPS       Z16, Z14, Z14
+	VMULPS       Z16, Z15, Z15
+
+	MOVQ c+48(FP), DX
+	MOVQ ldc+56(FP), R12
+	SHLQ $2, R12
+	MOVQ mr+64(FP), BX
+
+	// beta == ±0: write without reading c.
+	MOVL beta+84(FP), AX
+	ANDL $0x7fffffff, AX
+	JEQ  avx512beta0
+	VBROADCASTSS beta+84(FP), Z17
+	ROWS8x32(ROWB_8x32)
+
+avx512beta0:
+	ROWS8x32(ROW0_8x32)
+
+avx512done:
+	VZEROUPPER
+	RET
+
+// ---------------------------------------------------------------------------
+// AVX2 + FMA: 6×16 tile, 12 accumulators (Y0..Y11: row i in Y2i, Y2i+1),
+// rows of A at SI, AX, BX, DX, R8, R9. AVX2 has no cheap masked load, so
+// B's loads are full: the caller pads a partial panel of B to 16 columns.
+// Stores to c are masked when nr < 16.
+
+#define FMA6x16(y0, y1, bcst) \
+	VFMADD231PS Y12, bcst, y0; \
+	VFMADD231PS Y13, bcst, y1
+
+#define STEP6x16 \
+	VMOVUPS      (DI), Y12;   \
+	VMOVUPS      32(DI), Y13; \
+	VBROADCASTSS (SI), Y14;   \
+	VBROADCASTSS (AX), Y15;   \
+	FMA6x16(Y0, Y1, Y14);     \
+	FMA6x16(Y2, Y3, Y15);     \
+	VBROADCASTSS (BX), Y14;   \
+	VBROADCASTSS (DX), Y15;   \
+	FMA6x16(Y4, Y5, Y14);     \
+	FMA6x16(Y6, Y7, Y15);     \
+	VBROADCASTSS (R8), Y14;   \
+	VBROADCASTSS (R9), Y15;   \
+	FMA6x16(Y8, Y9, Y14);     \
+	FMA6x16(Y10, Y11, Y15)
+
+#define STEP6x16X \
+	VMOVUPS      (DI)(R11*1), Y12;   \
+	VMOVUPS      32(DI)(R11*1), Y13; \
+	VBROADCASTSS (SI)(R10*1), Y14;   \
+	VBROADCASTSS (AX)(R10*1), Y15;   \
+	FMA6x16(Y0, Y1, Y14);            \
+	FMA6x16(Y2, Y3, Y15);            \
+	VBROADCASTSS (BX)(R10*1), Y14;   \
+	VBROADCASTSS (DX)(R10*1), Y15;   \
+	FMA6x16(Y4, Y5, Y14);            \
+	FMA6x16(Y6, Y7, Y15);            \
+	VBROADCASTSS (R8)(R10*1), Y14;   \
+	VBROADCASTSS (R9)(R10*1), Y15;   \
+	FMA6x16(Y8, Y9, Y14);            \
+	FMA6x16(Y10, Y11, Y15)
+
+#define ADVANCE6x16 \
+	ADVANCE(SI, R10); \
+	ADVANCE(AX, R10); \
+	ADVANCE(BX, R10); \
+	ADVANCE(DX, R10); \
+	ADVANCE(R8, R10); \
+	ADVANCE(R9, R10); \
+	ADVANCE(DI, R11)
+
+// Full-width rows (Y14 = beta).
+#define ROW0_6x16(y0, y1) \
+	VMOVUPS y0, (DX); \
+	VMOVUPS y1, 32(DX)
+
+#define ROWB_6x16(y0, y1) \
+	VFMADD231PS (DX), Y14, y0;   \
+	VFMADD231PS 32(DX), Y14, y1; \
+	VMOVUPS     y0, (DX);        \
+	VMOVUPS     y1, 32(DX)
+
+// Rows masked to nr columns (Y12, Y13 = masks, Y14 = beta, Y15 scratch).
+#define ROW0M_6x16(y0, y1) \
+	VMASKMOVPS y0, Y12, (DX); \
+	VMASKMOVPS y1, Y13, 32(DX)
+
+#define ROWBM_6x16(y0, y1) \
+	VMASKMOVPS  (DX), Y12, Y15;   \
+	VFMADD231PS Y15, Y14, y0;     \
+	VMASKMOVPS  32(DX), Y13, Y15; \
+	VFMADD231PS Y15, Y14, y1;     \
+	VMASKMOVPS  y0, Y12, (DX);    \
+	VMASKMOVPS  y1, Y13, 32(DX)
+
+#define ROWS6x16(row) \
+	row(Y0, Y1);            \
+	NEXTROW(1, avx2done);   \
+	row(Y2, Y3);            \
+	NEXTROW(2, avx2done);   \
+	row(Y4, Y5);            \
+	NEXTROW(3, avx2done);   \
+	row(Y6, Y7);            \
+	NEXTROW(4, avx2done);   \
+	row(Y8, Y9);            \
+	NEXTROW(5, avx2done);   \
+	row(Y10, Y11);          \
+	JMP avx2done
+
+// func sgemmAVX2(k int, a *float32, ars, aks int, b *float32, bks int, c *float32, ldc, mr, nr int, alpha, beta float32)
+TEXT ·sgemmAVX2(SB), NOSPLIT, $0-88
+	MOVQ a+8(FP), SI
+	MOVQ ars+16(FP), CX
+	SHLQ $2, CX
+	MOVQ mr+64(FP), DI
+	ROWPTR(SI, AX, 1)
+	ROWPTR(AX, BX, 2)
+	ROWPTR(BX, DX, 3)
+	ROWPTR(DX, R8, 4)
+	ROWPTR(R8, R9, 5)
+
+	MOVQ k+0(FP), CX
+	MOVQ aks+24(FP), R10
+	SHLQ $2, R10
+	MOVQ b+32(FP), DI
+	MOVQ bks+40(FP), R11
+	SHLQ $2, R11
+
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+
+	SUBQ $2, CX
+	JLT  avx2tail
+
+avx2loop:
+	STEP6x16
+	STEP6x16X
+	ADVANCE6x16
+	SUBQ $2, CX
+	JGE  avx2loop
+
+avx2tail:
+	ADDQ $2, CX
+	JEQ  avx2store
+	STEP6x16
+
+avx2store:
+	VBROADCASTSS alpha+80(FP), Y14
+	VMULPS       Y14, Y0, Y0
+	VMULPS       Y14, Y1, Y1
+	VMULPS       Y14, Y2, Y2
+	VMULPS       Y14, Y3, Y3
+	VMULPS       Y14, Y4, Y4
+	VMULPS       Y14, Y5, Y5
+	VMULPS       Y14, Y6, Y6
+	VMULPS       Y14, Y7, Y7
+	VMULPS       Y14, Y8, Y8
+	VMULPS       Y14, Y9, Y9
+	VMULPS       Y14, Y10, Y10
+	VMULPS       Y14, Y11, Y11
+	VBROADCASTSS beta+84(FP), Y14
+
+	MOVQ c+48(FP), DX
+	MOVQ ldc+56(FP), R12
+	SHLQ $2, R12
+	MOVQ mr+64(FP), BX
+	MOVL beta+84(FP), AX
+	ANDL $0x7fffffff, AX
+	MOVQ nr+72(FP), CX
+	CMPQ CX, $16
+	JNE  avx2masked
+
+	TESTL AX, AX
+	JEQ   avx2full0
+	ROWS6x16(ROWB_6x16)
+
+avx2full0:
+	ROWS6x16(ROW0_6x16)
+
+avx2masked:
+	// Lane j of the masks is all ones when column j (Y12) or 8+j (Y13) is
+	// below nr: sgemmMask holds 16 all-ones words and then 16 zeros.
+	LEAQ    sgemmMask<>(SB), R8
+	NEGQ    CX
+	LEAQ    64(R8)(CX*4), R8
+	VMOVUPS (R8), Y12
+	VMOVUPS 32(R8), Y13
+	TESTL   AX, AX
+	JEQ     avx2masked0
+	ROWS6x16(ROWBM_6x16)
+
+avx2masked0:
+	ROWS6x16(ROW0M_6x16)
+
+avx2done:
+	VZEROUPPER
+	RET
+
+DATA sgemmMask<>+0(SB)/8, $0xffffffffffffffff
+DATA sgemmMask<>+8(SB)/8, $0xffffffffffffffff
+DATA sgemmMask<>+16(SB)/8, $0xffffffffffffffff
+DATA sgemmMask<>+24(SB)/8, $0xffffffffffffffff
+DATA sgemmMask<>+32(SB)/8, $0xffffffffffffffff
+DATA sgemmMask<>+40(SB)/8, $0xffffffffffffffff
+DATA sgemmMask<>+48(SB)/8, $0xffffffffffffffff
+DATA sgemmMask<>+56(SB)/8, $0xffffffffffffffff
+DATA sgemmMask<>+64(SB)/8, $0
+DATA sgemmMask<>+72(SB)/8, $0
+DATA sgemmMask<>+80(SB)/8, $0
+DATA sgemmMask<>+88(SB)/8, $0
+DATA sgemmMask<>+96(SB)/8, $0
+DATA sgemmMask<>+104(SB)/8, $0
+DATA sgemmMask<>+112(SB)/8, $0
+DATA sgemmMask<>+120(SB)/8, $0
+GLOBL sgemmMask<>(SB), RODATA|NOPTR, $128
+
+// ---------------------------------------------------------------------------
+// Transposing pack (AVX): dst[c·ldd + r] = src[r·lds + c] for r < rows,
+// c < cols, both multiples of 8, in 8×8 blocks. Each block loads its rows in
+// halves, rows r and r+4 together (so the cross-lane step is done by the
+// loads), then runs two 4×4 transposes per 128-bit lane: 8 unpacks and 8
+// shuffles for 64 values.
+
+// LOADHALF loads columns off..off+3 of rows r (base) and r+4 (base4).
+#define LOADHALF(base, base4, off, y, x) \
+	VMOVUPS     off base, x; \
+	VINSERTF128 $1, off base4, y, y
+
+// TRANS4 writes the four columns held by y0..y3 (rows 0-3 low, 4-7 high)
+// to dst rows at DX, DX+ldd, DX+2·ldd, DX+3·ldd (R11 = ldd, R12 = 3·ldd).
+#define TRANS4(y0, y1, y2, y3) \
+	VUNPCKLPS y1, y0, Y8;         \
+	VUNPCKHPS y1, y0, Y9;         \
+	VUNPCKLPS y3, y2, Y10;        \
+	VUNPCKHPS y3, y2, Y11;        \
+	VSHUFPS   $0x44, Y10, Y8, Y12; \
+	VSHUFPS   $0xee, Y10, Y8, Y13; \
+	VSHUFPS   $0x44, Y11, Y9, Y14; \
+	VSHUFPS   $0xee, Y11, Y9, Y15; \
+	VMOVUPS   Y12, (DX);          \
+	VMOVUPS   Y13, (DX)(R11*1);   \
+	VMOVUPS   Y14, (DX)(R11*2);   \
+	VMOVUPS   Y15, (DX)(R12*1)
+
+// func sgemmPackT(dst *float32, ldd int, src *float32, lds, rows, cols int)
+TEXT ·sgemmPackT(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ ldd+8(FP), R11
+	SHLQ $2, R11
+	LEAQ (R11)(R11*2), R12
+	MOVQ src+16(FP), SI
+	MOVQ lds+24(FP), R8
+	SHLQ $2, R8
+	LEAQ (R8)(R8*2), R9
+	MOVQ rows+32(FP), BX
+	SHRQ $3, BX
+	JEQ  packdone
+
+packrows:
+	// SI: row r of src; DI: column r of dst.
+	LEAQ (SI)(R8*4), R13
+	MOVQ SI, AX
+	MOVQ R13, R10
+	MOVQ DI, DX
+	MOVQ cols+40(FP), CX
+	SHRQ $3, CX
+	JEQ  packnext
+
+packcols:
+	LOADHALF((AX), (R10), 0, Y0, X0)
+	LOADHALF((AX)(R8*1), (R10)(R8*1), 0, Y1, X1)
+	LOADHALF((AX)(R8*2), (R10)(R8*2), 0, Y2, X2)
+	LOADHALF((AX)(R9*1), (R10)(R9*1), 0, Y3, X3)
+	LOADHALF((AX), (R10), 16, Y4, X4)
+	LOADHALF((AX)(R8*1), (R10)(R8*1), 16, Y5, X5)
+	LOADHALF((AX)(R8*2), (R10)(R8*2), 16, Y6, X6)
+	LOADHALF((AX)(R9*1), (R10)(R9*1), 16, Y7, X7)
+
+	TRANS4(Y0, Y1, Y2, Y3)
+	LEAQ (DX)(R11*4), DX
+	TRANS4(Y4, Y5, Y6, Y7)
+	LEAQ (DX)(R11*4), DX
+
+	ADDQ $32, AX
+	ADDQ $32, R10
+	DECQ CX
+	JNE  packcols
+
+packnext:
+	LEAQ (SI)(R8*8), SI
+	ADDQ $32, DI
+	DECQ BX
+	JNE  packrows
+
+packdone:
+	VZEROUPPER
+	RET
