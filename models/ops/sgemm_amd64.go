@@ -1,3 +1,5 @@
+//go:build !openblas
+
 package ops
 
 import "golang.org/x/sys/cpu"

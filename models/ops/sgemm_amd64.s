@@ -1,3 +1,5 @@
+//go:build !openblas
+
 #include "textflag.h"
 
 // Register-blocked SGEMM micro-kernels (see sgemm.go for the blocking around
