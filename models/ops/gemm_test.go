@@ -95,22 +95,36 @@ func f32s(v []float64) []float32 {
 	return out
 }
 
-// BenchmarkSGEMM reports the float32 GEMM speed of the build's BLAS on the
-// per-sample products of ResNet-20's convolutions and on a large square one.
-// With -tags openblas, compare OPENBLAS_CORETYPE=Haswell with the automatic
-// choice to see the core type's effect.
+// BenchmarkSGEMM reports the float32 GEMM speed of gemm, the fast ops'
+// entry (one goroutine), on the models' products (sgemmModelShapes) and a
+// large square one, for each path: gonum's Sgemm (tiled as gemm runs it) and
+// each assembly kernel the CPU has; with -tags openblas, OpenBLAS. With
+// OpenBLAS, compare OPENBLAS_CORETYPE=Haswell with the automatic choice to
+// see the core type's effect.
 func BenchmarkSGEMM(b *testing.B) {
-	b.Logf("native GEMM %v", NativeGEMM())
+	paths := sgemmPaths()
+	if !pureGoBLAS() {
+		paths = []sgemmPath{{name: "openblas"}}
+	}
+	shapes := append(sgemmModelShapes[:len(sgemmModelShapes):len(sgemmModelShapes)], struct {
+		name    string
+		tA, tB  bool
+		m, n, k int
+	}{"square512", false, false, 512, 512, 512})
 	rng := rand.New(rand.NewPCG(1, 1))
-	for _, sz := range [][3]int{{16, 1024, 144}, {64, 64, 576}, {64, 576, 64}, {512, 512, 512}} {
-		m, n, k := sz[0], sz[1], sz[2]
-		b.Run(fmt.Sprintf("%dx%dx%d", m, n, k), func(b *testing.B) {
-			a, bb, c := f32s(randSlice(rng, m*k)), f32s(randSlice(rng, k*n)), make([]float32, m*n)
-			b.ResetTimer()
-			for range b.N {
-				gemm(false, false, m, n, k, a, k, bb, n, 0, c, n)
-			}
-			b.ReportMetric(2*float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-		})
+	for _, s := range shapes {
+		g := newGEMMCase(rng, s.tA, s.tB, s.m, s.n, s.k, 0, 1, 0)
+		for _, p := range paths {
+			b.Run(fmt.Sprintf("%s_%dx%dx%d/%s", s.name, s.m, s.n, s.k, p.name), func(b *testing.B) {
+				if pureGoBLAS() {
+					defer useSgemmKernel(p.kern)()
+				}
+				c := make([]float32, len(g.c))
+				for b.Loop() {
+					gemm(g.tA, g.tB, g.m, g.n, g.k, g.a, g.lda, g.b, g.ldb, 0, c, g.ldc)
+				}
+				b.ReportMetric(2*float64(g.m*g.n*g.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
 	}
 }
