@@ -26,24 +26,37 @@ import (
 //     so op(A) is never copied (a partial tile repeats its last row rather
 //     than read past the matrix), and B is read in place unless it is
 //     transposed (its rows would then be columns) or, for a kernel without
-//     masked loads, in its last partial panel.
-//     Packing would copy each operand once per call while the shapes here
-//     reuse it only a few times (a 16×1024 output reuses its 144×1024 B 2
-//     times with 8-row tiles).
-//   - A transposed B is packed one kc×nr panel at a time, just before the
-//     tiles that use it, into a buffer that stays in the L1 cache.
+//     masked loads, in its last partial panel. Packing would copy each
+//     operand once per call while the shapes here reuse it only a few times
+//     (a 16×1024 output reuses its 144×1024 B twice with 8-row tiles).
+//   - A transposed B is packed one kc×nr panel at a time (8×8 transposes in
+//     assembly), just before the tiles that use it, into a buffer that stays
+//     in the L1 cache.
 //   - There is no mc block: op(A)'s k block (m×kc) is small enough for L2 on
 //     these shapes.
+//   - a·bᵀ with few rows and a long k (a convolution's filter gradient, an
+//     LSTM step's dh) runs as dot products on AVX-512 (useDot), reading both
+//     operands in place, as packing b would cost about as much as the product.
 //
-// Every element of C is summed in the same order whatever the kernel, the
-// tile it falls in and the leading dimensions: l = 0, 1, ... in fused
-// multiply-adds within a k block, blocks added to C in order. The kernels
-// therefore agree to the bit, and the result does not depend on how a caller
-// splits C.
+// In the outer-product form every element of C is summed in the same order
+// whatever the kernel, the tile it falls in and the leading dimensions:
+// l = 0, 1, ... in fused multiply-adds within a k block, blocks added to C in
+// order. The AVX2 and AVX-512 kernels therefore agree to the bit. The dot
+// form sums each element in 16 interleaved partial sums added by a fixed
+// tree. In both, the result does not depend on how a caller splits C.
 
-// sgemmKC is the k block: a transposed B's packed panel (kc×32 float32s, 32
-// KB) and the A rows of a tile (8×kc) then fit together in a 48 KB L1 cache.
-const sgemmKC = 256
+// sgemmKC is the k block, and sgemmPackKC the k block of a product whose B is
+// packed (transposed): a 128×32 panel (16 KB) leaves room in a 48 KB L1
+// cache for the A rows it meets; 256 made those products 5-10% slower. The
+// block does not matter where B is read in place (measured flat from 96 to
+// 512), but it has to be the same for every kernel, so that their sums
+// agree. It also sets the pack buffer's size: a 128×32 panel, or a 256×16
+// AVX2 edge panel.
+const (
+	sgemmKC     = 256
+	sgemmPackKC = 128
+	sgemmBufLen = max(sgemmKC*16, sgemmPackKC*sgemmMaxNR)
+)
 
 // sgemmMaxNR bounds the kernels' panel width (the pack buffer's size).
 const sgemmMaxNR = 32
@@ -56,7 +69,13 @@ type sgemmKernel struct {
 	// otherwise it reads all of the panel's columns, which then needs padding.
 	maskedB bool
 	fn      func(k int, a *float32, ars, aks int, b *float32, bks int, c *float32, ldc, mr, nr int, alpha, beta float32)
+	// dot, if set, computes a sgemmDotMR×sgemmDotNR tile of alpha·a·bᵀ +
+	// beta·c from a's and b's rows in place (see useDot).
+	dot func(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc, mr, nr int, alpha, beta float32)
 }
+
+// The dot-product kernels' tile.
+const sgemmDotMR, sgemmDotNR = 8, 2
 
 // sgemmKernels are the micro-kernels this CPU can run, slowest first
 // (archSgemmKernels is per architecture: none outside amd64).
@@ -96,7 +115,7 @@ func pureGoBLAS() bool {
 // pool: the ops multiply from several goroutines at once, and a pool hands
 // each its own buffer without allocating once it holds one per goroutine.
 type sgemmBuf struct {
-	b [sgemmKC * sgemmMaxNR]float32
+	b [sgemmBufLen]float32
 }
 
 var sgemmBufs = sync.Pool{New: func() any { return new(sgemmBuf) }}
@@ -132,11 +151,36 @@ func checkGEMM(tA, tB bool, m, n, k int, la, lda, lb, ldb, lc, ldc int) {
 // goroutine with the micro-kernel kern; beta 0 does not read c.
 func sgemm(kern *sgemmKernel, tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	checkGEMM(tA, tB, m, n, k, len(a), lda, len(b), ldb, len(c), ldc)
+	sgemmChecked(kern, kern.useDot(tA, tB, m, k), tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// useDot reports whether a product takes the kernel's dot-product form: it
+// needs op(a)·bᵀ (both operands' rows along k) and pays off when m is small
+// (b's transposed panels would serve few tiles) and k long (the lanes' final
+// sum is spread over many steps). Measured on AVX-512 over m 4..64, n 25..512
+// and k 64..1024: the dot form wins from k ≈ 16·m on, by up to 2.5x at m 4
+// and 1.3x at m 16, k 1024, and loses up to 2x at m 64, k 64.
+func (kern *sgemmKernel) useDot(tA, tB bool, m, k int) bool {
+	return kern.dot != nil && !tA && tB && k >= 128 && k >= 16*m
+}
+
+// sgemmChecked is sgemm on checked operands, in the dot-product form when
+// dot is set. Callers that split a product decide dot once for the whole:
+// the two forms round differently.
+func sgemmChecked(kern *sgemmKernel, dot, tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	if m == 0 || n == 0 {
 		return
 	}
 	if k == 0 || alpha == 0 {
 		scaleRows(m, n, beta, c, ldc)
+		return
+	}
+	if dot {
+		for i0 := 0; i0 < m; i0 += sgemmDotMR {
+			for j0 := 0; j0 < n; j0 += sgemmDotNR {
+				kern.dot(k, &a[i0*lda], lda, &b[j0*ldb], ldb, &c[i0*ldc+j0], ldc, min(sgemmDotMR, m-i0), min(sgemmDotNR, n-j0), alpha, beta)
+			}
+		}
 		return
 	}
 	buf := sgemmBufs.Get().(*sgemmBuf)
@@ -147,8 +191,12 @@ func sgemm(kern *sgemmKernel, tA, tB bool, m, n, k int, alpha float32, a []float
 	if tA {
 		ars, aks = 1, lda
 	}
-	for p0 := 0; p0 < k; p0 += sgemmKC {
-		kc := min(sgemmKC, k-p0)
+	kcMax := sgemmKC
+	if tB {
+		kcMax = sgemmPackKC
+	}
+	for p0 := 0; p0 < k; p0 += kcMax {
+		kc := min(kcMax, k-p0)
 		bt := beta
 		if p0 > 0 {
 			bt = 1
@@ -243,9 +291,10 @@ func (impl BLAS) Sgemm(tA, tB blas.Transpose, m, n, k int, alpha float32, a []fl
 	}
 	ta, tb := isTrans(tA), isTrans(tB)
 	checkGEMM(ta, tb, m, n, k, len(a), lda, len(b), ldb, len(c), ldc)
+	dot := kern.useDot(ta, tb, m, k)
 	w := runtime.GOMAXPROCS(0)
 	if w < 2 || m*n*k < sgemmParallelMin {
-		sgemm(kern, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		sgemmChecked(kern, dot, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}
 	// Split C into w blocks of whole tiles along its longer side (in tiles).
@@ -262,7 +311,7 @@ func (impl BLAS) Sgemm(tA, tB blas.Transpose, m, n, k int, alpha float32, a []fl
 			}
 			go func() {
 				defer wg.Done()
-				sgemm(kern, ta, tb, i1-i0, n, k, alpha, a[ao:], lda, b, ldb, beta, c[i0*ldc:], ldc)
+				sgemmChecked(kern, dot, ta, tb, i1-i0, n, k, alpha, a[ao:], lda, b, ldb, beta, c[i0*ldc:], ldc)
 			}()
 		}
 	} else {
@@ -276,7 +325,7 @@ func (impl BLAS) Sgemm(tA, tB blas.Transpose, m, n, k int, alpha float32, a []fl
 			}
 			go func() {
 				defer wg.Done()
-				sgemm(kern, ta, tb, m, j1-j0, k, alpha, a, lda, b[bo:], ldb, beta, c[j0:], ldc)
+				sgemmChecked(kern, dot, ta, tb, m, j1-j0, k, alpha, a, lda, b[bo:], ldb, beta, c[j0:], ldc)
 			}()
 		}
 	}

@@ -29,7 +29,7 @@ func archSgemmKernels() []*sgemmKernel {
 		ks = append(ks, &sgemmKernel{name: "avx2", mr: 6, nr: 16, fn: sgemmAVX2})
 	}
 	if cpu.X86.HasAVX512F {
-		ks = append(ks, &sgemmKernel{name: "avx512", mr: 8, nr: 32, maskedB: true, fn: sgemmAVX512})
+		ks = append(ks, &sgemmKernel{name: "avx512", mr: 8, nr: 32, maskedB: true, fn: sgemmAVX512, dot: sgemmDotAVX512})
 	}
 	return ks
 }
@@ -40,3 +40,11 @@ func archSgemmKernels() []*sgemmKernel {
 //
 //go:noescape
 func sgemmPackT(dst *float32, ldd int, src *float32, lds, rows, cols int)
+
+// sgemmDotAVX512 computes an 8×2 tile of c = alpha·a·bᵀ + beta·c, a's
+// rows i (stride lda) and b's rows j (stride ldb) both along k, for i < mr,
+// j < nr, without copying either: each of the 16 values is a dot product
+// summed 16 lanes wide.
+//
+//go:noescape
+func sgemmDotAVX512(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc, mr, nr int, alpha, beta float32)

@@ -3,15 +3,17 @@
 #include "textflag.h"
 
 // Register-blocked SGEMM micro-kernels (see sgemm.go for the blocking around
-// them). Each computes one tile of the row-major C:
+// them) and the transposing pack. The outer-product kernels compute one tile
+// of the row-major C:
 //
 //	c[i, j] = alpha·Σ_l A(i, l)·B(l, j) + beta·c[i, j],  i < mr, j < nr,
 //
 // with A(i, l) at a + i·ars + l·aks and B(l, j) at b + l·bks + j (strides in
 // float32s), so that both operands are read where they lie whenever their
-// layout allows. The kernels broadcast one A value per row and multiply it
-// into vectors of B's row: the accumulators hold the tile of C in registers
-// for the whole k loop. beta == 0 never reads c.
+// layout allows. They broadcast one A value per row and multiply it into
+// vectors of B's row: the accumulators hold the tile of C in registers for
+// the whole k loop. The dot-product kernel (AVX-512) takes a·bᵀ with both
+// operands' rows along k. beta == 0 never reads c.
 
 // Rows of a tile: each row of A has its own pointer, row r = a + r·ars, so
 // that rows at or past mr repeat row mr-1 (ROWPTR) instead of reading past
@@ -48,31 +50,48 @@
 	FMA8x32(Z12, Z13, Z24); \
 	FMA8x32(Z14, Z15, Z25)
 
+// B's two vectors for a step: whole (LOADB) or under masks K1 and K2
+// (LOADBM), at DI or a k stride further (the X forms). The masked loads cost
+// about 10% of the kernel's speed, so full panels take the unmasked loop.
+#define LOADB \
+	VMOVUPS (DI), Z16; \
+	VMOVUPS 64(DI), Z17
+
+#define LOADBX \
+	VMOVUPS (DI)(R11*1), Z16; \
+	VMOVUPS 64(DI)(R11*1), Z17
+
+#define LOADBM \
+	VMOVUPS.Z (DI), K1, Z16; \
+	VMOVUPS.Z 64(DI), K2, Z17
+
+#define LOADBMX \
+	VMOVUPS.Z (DI)(R11*1), K1, Z16; \
+	VMOVUPS.Z 64(DI)(R11*1), K2, Z17
+
 // One step of k at the pointers, and one a k stride further.
-#define STEP8x32 \
-	VMOVUPS.Z    (DI), K1, Z16;   \
-	VMOVUPS.Z    64(DI), K2, Z17; \
-	VBROADCASTSS (SI), Z18;       \
-	VBROADCASTSS (AX), Z19;       \
-	VBROADCASTSS (BX), Z20;       \
-	VBROADCASTSS (DX), Z21;       \
-	VBROADCASTSS (R8), Z22;       \
-	VBROADCASTSS (R9), Z23;       \
-	VBROADCASTSS (R12), Z24;      \
-	VBROADCASTSS (R13), Z25;      \
+#define STEP8x32(loadb) \
+	loadb;                   \
+	VBROADCASTSS (SI), Z18;  \
+	VBROADCASTSS (AX), Z19;  \
+	VBROADCASTSS (BX), Z20;  \
+	VBROADCASTSS (DX), Z21;  \
+	VBROADCASTSS (R8), Z22;  \
+	VBROADCASTSS (R9), Z23;  \
+	VBROADCASTSS (R12), Z24; \
+	VBROADCASTSS (R13), Z25; \
 	FMAS8x32
 
-#define STEP8x32X \
-	VMOVUPS.Z    (DI)(R11*1), K1, Z16;   \
-	VMOVUPS.Z    64(DI)(R11*1), K2, Z17; \
-	VBROADCASTSS (SI)(R10*1), Z18;       \
-	VBROADCASTSS (AX)(R10*1), Z19;       \
-	VBROADCASTSS (BX)(R10*1), Z20;       \
-	VBROADCASTSS (DX)(R10*1), Z21;       \
-	VBROADCASTSS (R8)(R10*1), Z22;       \
-	VBROADCASTSS (R9)(R10*1), Z23;       \
-	VBROADCASTSS (R12)(R10*1), Z24;      \
-	VBROADCASTSS (R13)(R10*1), Z25;      \
+#define STEP8x32X(loadb) \
+	loadb;                          \
+	VBROADCASTSS (SI)(R10*1), Z18;  \
+	VBROADCASTSS (AX)(R10*1), Z19;  \
+	VBROADCASTSS (BX)(R10*1), Z20;  \
+	VBROADCASTSS (DX)(R10*1), Z21;  \
+	VBROADCASTSS (R8)(R10*1), Z22;  \
+	VBROADCASTSS (R9)(R10*1), Z23;  \
+	VBROADCASTSS (R12)(R10*1), Z24; \
+	VBROADCASTSS (R13)(R10*1), Z25; \
 	FMAS8x32
 
 #define ADVANCE8x32 \
@@ -171,12 +190,16 @@ TEXT ·sgemmAVX512(SB), NOSPLIT, $0-88
 	VPXORD Z14, Z14, Z14
 	VPXORD Z15, Z15, Z15
 
-	SUBQ $2, CX
-	JLT  avx512tail
+	// Two steps of k per iteration, then the odd one; full panels (K2 all
+	// ones) load B unmasked.
+	KORTESTW K2, K2
+	JCC      avx512masked
+	SUBQ     $2, CX
+	JLT      avx512tail
 
 avx512loop:
-	STEP8x32
-	STEP8x32X
+	STEP8x32(LOADB)
+	STEP8x32X(LOADBX)
 	ADVANCE8x32
 	SUBQ $2, CX
 	JGE  avx512loop
@@ -184,7 +207,24 @@ avx512loop:
 avx512tail:
 	ADDQ $2, CX
 	JEQ  avx512store
-	STEP8x32
+	STEP8x32(LOADB)
+	JMP  avx512store
+
+avx512masked:
+	SUBQ $2, CX
+	JLT  avx512tailm
+
+avx512loopm:
+	STEP8x32(LOADBM)
+	STEP8x32X(LOADBMX)
+	ADVANCE8x32
+	SUBQ $2, CX
+	JGE  avx512loopm
+
+avx512tailm:
+	ADDQ $2, CX
+	JEQ  avx512store
+	STEP8x32(LOADBM)
 
 avx512store:
 	VBROADCASTSS alpha+80(FP), Z16
@@ -221,6 +261,262 @@ avx512beta0:
 	ROWS8x32(ROW0_8x32)
 
 avx512done:
+	VZEROUPPER
+	RET
+
+// ---------------------------------------------------------------------------
+// AVX-512 dot-product kernel for c = alpha·a·bᵀ + beta·c with both operands'
+// rows along k (a m×k, b n×k, row-major): an 8×2 tile of c whose 16
+// accumulators (Z0..Z15: c[i, j] in Z2i+j) each hold 16 partial sums over k,
+// one per lane (l mod 16). Neither operand is copied: the outer-product
+// kernel would need b transposed into panels, which costs as much as the
+// product itself when m is small. The lanes are added at the end by a tree
+// of shuffles (DOTLEVEL): 16 vectors to one whose lane 2i+j is c[i, j]'s
+// sum. Rows of a past mr repeat row mr-1 (ROWPTR), the second row of b
+// repeats the first when nr is 1, and a partial last chunk of k loads masked.
+
+#define DOTCHUNK \
+	VMOVUPS (DI)(R11*1), Z24; \
+	VMOVUPS (R10)(R11*1), Z25; \
+	VMOVUPS (SI)(R11*1), Z16; \
+	VFMADD231PS Z24, Z16, Z0; \
+	VFMADD231PS Z25, Z16, Z1; \
+	VMOVUPS (AX)(R11*1), Z17; \
+	VFMADD231PS Z24, Z17, Z2; \
+	VFMADD231PS Z25, Z17, Z3; \
+	VMOVUPS (BX)(R11*1), Z18; \
+	VFMADD231PS Z24, Z18, Z4; \
+	VFMADD231PS Z25, Z18, Z5; \
+	VMOVUPS (DX)(R11*1), Z19; \
+	VFMADD231PS Z24, Z19, Z6; \
+	VFMADD231PS Z25, Z19, Z7; \
+	VMOVUPS (R8)(R11*1), Z20; \
+	VFMADD231PS Z24, Z20, Z8; \
+	VFMADD231PS Z25, Z20, Z9; \
+	VMOVUPS (R9)(R11*1), Z21; \
+	VFMADD231PS Z24, Z21, Z10; \
+	VFMADD231PS Z25, Z21, Z11; \
+	VMOVUPS (R12)(R11*1), Z22; \
+	VFMADD231PS Z24, Z22, Z12; \
+	VFMADD231PS Z25, Z22, Z13; \
+	VMOVUPS (R13)(R11*1), Z23; \
+	VFMADD231PS Z24, Z23, Z14; \
+	VFMADD231PS Z25, Z23, Z15
+
+#define DOTCHUNKM \
+	VMOVUPS.Z (DI)(R11*1), K1, Z24; \
+	VMOVUPS.Z (R10)(R11*1), K1, Z25; \
+	VMOVUPS.Z (SI)(R11*1), K1, Z16; \
+	VFMADD231PS Z24, Z16, Z0; \
+	VFMADD231PS Z25, Z16, Z1; \
+	VMOVUPS.Z (AX)(R11*1), K1, Z17; \
+	VFMADD231PS Z24, Z17, Z2; \
+	VFMADD231PS Z25, Z17, Z3; \
+	VMOVUPS.Z (BX)(R11*1), K1, Z18; \
+	VFMADD231PS Z24, Z18, Z4; \
+	VFMADD231PS Z25, Z18, Z5; \
+	VMOVUPS.Z (DX)(R11*1), K1, Z19; \
+	VFMADD231PS Z24, Z19, Z6; \
+	VFMADD231PS Z25, Z19, Z7; \
+	VMOVUPS.Z (R8)(R11*1), K1, Z20; \
+	VFMADD231PS Z24, Z20, Z8; \
+	VFMADD231PS Z25, Z20, Z9; \
+	VMOVUPS.Z (R9)(R11*1), K1, Z21; \
+	VFMADD231PS Z24, Z21, Z10; \
+	VFMADD231PS Z25, Z21, Z11; \
+	VMOVUPS.Z (R12)(R11*1), K1, Z22; \
+	VFMADD231PS Z24, Z22, Z12; \
+	VFMADD231PS Z25, Z22, Z13; \
+	VMOVUPS.Z (R13)(R11*1), K1, Z23; \
+	VFMADD231PS Z24, Z23, Z14; \
+	VFMADD231PS Z25, Z23, Z15
+
+// DOTLEVEL adds x's and y's halves (the 128-bit chunks or the lanes that
+// imm1 and imm2 select, with shuf) into x.
+#define DOTLEVEL(shuf, imm1, imm2, y, x) \
+	shuf imm1, y, x, Z30; \
+	shuf imm2, y, x, Z31; \
+	VADDPS Z31, Z30, x
+
+// func sgemmDotAVX512(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc, mr, nr int, alpha, beta float32)
+TEXT ·sgemmDotAVX512(SB), NOSPLIT, $0-80
+	// K1: the lanes of the last, partial chunk of k (none when 16 | k).
+	MOVQ  k+0(FP), CX
+	ANDQ  $15, CX
+	MOVL  $1, AX
+	SHLQ  CX, AX
+	DECQ  AX
+	KMOVW AX, K1
+
+	MOVQ a+8(FP), SI
+	MOVQ lda+16(FP), CX
+	SHLQ $2, CX
+	MOVQ mr+56(FP), DI
+	ROWPTR(SI, AX, 1)
+	ROWPTR(AX, BX, 2)
+	ROWPTR(BX, DX, 3)
+	ROWPTR(DX, R8, 4)
+	ROWPTR(R8, R9, 5)
+	ROWPTR(R9, R12, 6)
+	ROWPTR(R12, R13, 7)
+
+	MOVQ    b+24(FP), DI
+	MOVQ    ldb+32(FP), R10
+	SHLQ    $2, R10
+	ADDQ    DI, R10
+	CMPQ    nr+64(FP), $1
+	CMOVQLE DI, R10
+
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+
+	XORQ R11, R11 // byte offset along k
+	MOVQ k+0(FP), CX
+	SHRQ $4, CX
+	JEQ  dottail
+
+dotloop:
+	DOTCHUNK
+	ADDQ $64, R11
+	DECQ CX
+	JNE  dotloop
+
+dottail:
+	KORTESTW K1, K1
+	JEQ      dotreduce
+	DOTCHUNKM
+
+dotreduce:
+	// Pair the vectors so that lane 2i+j of Z0 ends with c[i, j] (Z2i+j):
+	// the tree transposes 4×4 blocks, and this order transposes them back.
+	DOTLEVEL(VSHUFF32X4, $0x44, $0xee, Z4, Z0)
+	DOTLEVEL(VSHUFF32X4, $0x44, $0xee, Z12, Z8)
+	DOTLEVEL(VSHUFF32X4, $0x44, $0xee, Z5, Z1)
+	DOTLEVEL(VSHUFF32X4, $0x44, $0xee, Z13, Z9)
+	DOTLEVEL(VSHUFF32X4, $0x44, $0xee, Z6, Z2)
+	DOTLEVEL(VSHUFF32X4, $0x44, $0xee, Z14, Z10)
+	DOTLEVEL(VSHUFF32X4, $0x44, $0xee, Z7, Z3)
+	DOTLEVEL(VSHUFF32X4, $0x44, $0xee, Z15, Z11)
+	DOTLEVEL(VSHUFF32X4, $0x88, $0xdd, Z8, Z0)
+	DOTLEVEL(VSHUFF32X4, $0x88, $0xdd, Z9, Z1)
+	DOTLEVEL(VSHUFF32X4, $0x88, $0xdd, Z10, Z2)
+	DOTLEVEL(VSHUFF32X4, $0x88, $0xdd, Z11, Z3)
+	DOTLEVEL(VSHUFPS, $0x88, $0xdd, Z1, Z0)
+	DOTLEVEL(VSHUFPS, $0x88, $0xdd, Z3, Z2)
+	DOTLEVEL(VSHUFPS, $0x88, $0xdd, Z2, Z0)
+
+	VBROADCASTSS alpha+72(FP), Z16
+	VMULPS       Z16, Z0, Z0
+
+	// Row i's two values are lanes 2i, 2i+1: each row stores Z0 under the
+	// mask of its lanes (K2, shifted by 2 per row) at c + i·ldc - 2i floats,
+	// which puts them at c[i, 0] and c[i, 1].
+	MOVQ  nr+64(FP), CX
+	MOVL  $1, AX
+	SHLQ  CX, AX
+	DECQ  AX
+	KMOVW AX, K2
+	MOVQ  c+40(FP), DX
+	MOVQ  ldc+48(FP), R12
+	SHLQ  $2, R12
+	SUBQ  $8, R12
+	MOVQ  mr+56(FP), BX
+	MOVL  beta+76(FP), AX
+	ANDL  $0x7fffffff, AX
+	JEQ   dotbeta0
+	VBROADCASTSS beta+76(FP), Z17
+	VMOVUPS.Z (DX), K2, Z1; VFMADD231PS Z1, Z17, Z0; VMOVUPS Z0, K2, (DX)
+	CMPQ BX, $1
+	JLE  dotdone
+	ADDQ R12, DX
+	KSHIFTLW $2, K2, K2
+	VMOVUPS.Z (DX), K2, Z1; VFMADD231PS Z1, Z17, Z0; VMOVUPS Z0, K2, (DX)
+	CMPQ BX, $2
+	JLE  dotdone
+	ADDQ R12, DX
+	KSHIFTLW $2, K2, K2
+	VMOVUPS.Z (DX), K2, Z1; VFMADD231PS Z1, Z17, Z0; VMOVUPS Z0, K2, (DX)
+	CMPQ BX, $3
+	JLE  dotdone
+	ADDQ R12, DX
+	KSHIFTLW $2, K2, K2
+	VMOVUPS.Z (DX), K2, Z1; VFMADD231PS Z1, Z17, Z0; VMOVUPS Z0, K2, (DX)
+	CMPQ BX, $4
+	JLE  dotdone
+	ADDQ R12, DX
+	KSHIFTLW $2, K2, K2
+	VMOVUPS.Z (DX), K2, Z1; VFMADD231PS Z1, Z17, Z0; VMOVUPS Z0, K2, (DX)
+	CMPQ BX, $5
+	JLE  dotdone
+	ADDQ R12, DX
+	KSHIFTLW $2, K2, K2
+	VMOVUPS.Z (DX), K2, Z1; VFMADD231PS Z1, Z17, Z0; VMOVUPS Z0, K2, (DX)
+	CMPQ BX, $6
+	JLE  dotdone
+	ADDQ R12, DX
+	KSHIFTLW $2, K2, K2
+	VMOVUPS.Z (DX), K2, Z1; VFMADD231PS Z1, Z17, Z0; VMOVUPS Z0, K2, (DX)
+	CMPQ BX, $7
+	JLE  dotdone
+	ADDQ R12, DX
+	KSHIFTLW $2, K2, K2
+	VMOVUPS.Z (DX), K2, Z1; VFMADD231PS Z1, Z17, Z0; VMOVUPS Z0, K2, (DX)
+	JMP  dotdone
+
+dotbeta0:
+	VMOVUPS Z0, K2, (DX)
+	CMPQ BX, $1
+	JLE  dotdone
+	ADDQ R12, DX
+	KSHIFTLW $2, K2, K2
+	VMOVUPS Z0, K2, (DX)
+	CMPQ BX, $2
+	JLE  dotdone
+	ADDQ R12, DX
+	KSHIFTLW $2, K2, K2
+	VMOVUPS Z0, K2, (DX)
+	CMPQ BX, $3
+	JLE  dotdone
+	ADDQ R12, DX
+	KSHIFTLW $2, K2, K2
+	VMOVUPS Z0, K2, (DX)
+	CMPQ BX, $4
+	JLE  dotdone
+	ADDQ R12, DX
+	KSHIFTLW $2, K2, K2
+	VMOVUPS Z0, K2, (DX)
+	CMPQ BX, $5
+	JLE  dotdone
+	ADDQ R12, DX
+	KSHIFTLW $2, K2, K2
+	VMOVUPS Z0, K2, (DX)
+	CMPQ BX, $6
+	JLE  dotdone
+	ADDQ R12, DX
+	KSHIFTLW $2, K2, K2
+	VMOVUPS Z0, K2, (DX)
+	CMPQ BX, $7
+	JLE  dotdone
+	ADDQ R12, DX
+	KSHIFTLW $2, K2, K2
+	VMOVUPS Z0, K2, (DX)
+	JMP  dotdone
+
+dotdone:
 	VZEROUPPER
 	RET
 

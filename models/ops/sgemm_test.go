@@ -84,11 +84,12 @@ func newGEMMCase(rng *rand.Rand, tA, tB bool, m, n, k, pad int, alpha, beta floa
 
 // reference computes the case in float64 with gonum's Dgemm, and the bound
 // on float32's rounding error for each element: the float32 result sums k
-// products in some order, then scales by alpha and adds beta·c, and each
-// element goes through at most k+3 roundings per k block (the blocks add to
-// c once each), so its error is at most (k + 2·blocks + 3)·u·(|alpha|·Σ|a||b|
-// + |beta·c|), u = 2⁻²⁴ (Higham, Accuracy and Stability of Numerical
-// Algorithms, 2nd ed., §3.1). The tolerance is twice that.
+// products in some order (at most k roundings on any product's path, fewer
+// in the dot-product form's lanes and tree), scales by alpha and adds
+// beta·c, once per k block of at most sgemmPackKC, so its error is at most
+// (k + 2·blocks + 3)·u·(|alpha|·Σ|a||b| + |beta·c|), u = 2⁻²⁴ (Higham,
+// Accuracy and Stability of Numerical Algorithms, 2nd ed., §3.1). The
+// tolerance is twice that.
 func (g *gemmCase) reference() (want, tol []float64) {
 	m, n, k := g.m, g.n, g.k
 	f64 := func(v []float32, abs bool) []float64 {
@@ -124,7 +125,7 @@ func (g *gemmCase) reference() (want, tol []float64) {
 	}
 	beta := float64(g.beta)
 	impl.Dgemm(tr(g.tA), tr(g.tB), m, n, k, float64(g.alpha), f64(g.a, false), g.lda, f64(g.b, false), g.ldb, beta, want, g.ldc)
-	blocks := (k + sgemmKC - 1) / sgemmKC
+	blocks := (k + sgemmPackKC - 1) / sgemmPackKC
 	u := math.Ldexp(1, -24)
 	scale := 2 * float64(k+2*blocks+3) * u
 	impl.Dgemm(tr(g.tA), tr(g.tB), m, n, k, math.Abs(float64(g.alpha)), f64(g.a, true), g.lda, f64(g.b, true), g.ldb, math.Abs(beta), tol, g.ldc)
@@ -169,22 +170,26 @@ func (g *gemmCase) run(p sgemmPath) []float32 {
 }
 
 // testGEMMCase runs the case on every path, checks each against the float64
-// reference, and checks that the assembly kernels agree to the bit (they sum
-// in the same order; see sgemm.go).
+// reference, and checks that the assembly kernels agree to the bit where
+// they take the same form (outer or dot product; see sgemm.go), which sums
+// in the same order.
 func testGEMMCase(t *testing.T, g *gemmCase) {
 	t.Helper()
 	want, tol := g.reference()
-	var first []float32
+	first := map[bool]sgemmPath{}
+	results := map[string][]float32{}
 	for _, p := range sgemmPaths() {
 		got := g.run(p)
 		g.check(t, p.name, got, want, tol)
 		if p.kern == nil {
 			continue
 		}
-		if first == nil {
-			first = got
-		} else if !sameBits(got, first) {
-			t.Fatalf("%s %v: differs from %s's result", p.name, g, sgemmKernels[0].name)
+		results[p.name] = got
+		dot := p.kern.useDot(g.tA, g.tB, g.m, g.k)
+		if q, ok := first[dot]; !ok {
+			first[dot] = p
+		} else if !sameBits(got, results[q.name]) {
+			t.Fatalf("%s %v: differs from %s's result", p.name, g, q.name)
 		}
 	}
 }
@@ -324,6 +329,32 @@ func TestSgemmDegenerate(t *testing.T) {
 		}
 	}
 	testGEMMCase(t, newGEMMCase(rng, true, false, 20, 40, 30, 2, 0, 0.5))
+}
+
+// TestSgemmDot runs the dot-product kernels on shapes that useDot would not
+// give them: every tile size (m up to 17 rows, n up to 5 columns), k from 1
+// (a lone partial chunk of 16) to past 1000, around multiples of 16.
+func TestSgemmDot(t *testing.T) {
+	rng := rand.New(rand.NewPCG(14, 15))
+	for _, kern := range sgemmKernels {
+		if kern.dot == nil {
+			continue
+		}
+		idx := 0
+		for _, m := range []int{1, 2, 3, 7, 8, 9, 16, 17} {
+			for _, n := range []int{1, 2, 3, 5} {
+				for _, k := range []int{1, 2, 15, 16, 17, 31, 32, 33, 100, 1001} {
+					idx++
+					alpha, beta := []float32{1, -0.5, 2}[idx%3], []float32{0, 1, 0.5}[idx/3%3]
+					g := newGEMMCase(rng, false, true, m, n, k, idx%3, alpha, beta)
+					want, tol := g.reference()
+					c := slices.Clone(g.c)
+					sgemmChecked(kern, true, false, true, m, n, k, alpha, g.a, g.lda, g.b, g.ldb, beta, c, g.ldc)
+					g.check(t, kern.name+" dot", c, want, tol)
+				}
+			}
+		}
+	}
 }
 
 // TestSgemmParallel checks that BLAS.Sgemm's split over goroutines gives
