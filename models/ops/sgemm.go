@@ -111,14 +111,38 @@ func pureGoBLAS() bool {
 	return ok
 }
 
-// sgemmBuf holds one caller's packed panel of op(B). The buffers come from a
-// pool: the ops multiply from several goroutines at once, and a pool hands
-// each its own buffer without allocating once it holds one per goroutine.
+// sgemmBuf holds one caller's packed panel of op(B).
 type sgemmBuf struct {
 	b [sgemmBufLen]float32
 }
 
-var sgemmBufs = sync.Pool{New: func() any { return new(sgemmBuf) }}
+// sgemmBufs are the pack buffers not in use. The ops multiply from several
+// goroutines at once, so each call takes its own; the list keeps every
+// buffer it was given (as many as calls ever ran at once, 16 KB each), so
+// that a steady state allocates nothing. A sync.Pool would drop them at
+// garbage collections.
+var sgemmBufs struct {
+	sync.Mutex
+	free []*sgemmBuf
+}
+
+func getSgemmBuf() *sgemmBuf {
+	sgemmBufs.Lock()
+	defer sgemmBufs.Unlock()
+	n := len(sgemmBufs.free)
+	if n == 0 {
+		return new(sgemmBuf)
+	}
+	buf := sgemmBufs.free[n-1]
+	sgemmBufs.free = sgemmBufs.free[:n-1]
+	return buf
+}
+
+func putSgemmBuf(buf *sgemmBuf) {
+	sgemmBufs.Lock()
+	sgemmBufs.free = append(sgemmBufs.free, buf)
+	sgemmBufs.Unlock()
+}
 
 // checkGEMM panics unless the row-major operands hold op(a) m×k, op(b) k×n
 // and c m×n with their leading dimensions: the kernels do not check bounds.
@@ -183,9 +207,7 @@ func sgemmChecked(kern *sgemmKernel, dot, tA, tB bool, m, n, k int, alpha float3
 		}
 		return
 	}
-	buf := sgemmBufs.Get().(*sgemmBuf)
-	defer sgemmBufs.Put(buf)
-
+	var buf *sgemmBuf // taken when a panel needs packing
 	mr, nr := kern.mr, kern.nr
 	ars, aks := lda, 1 // A(i, l) = a[i·ars + l·aks]
 	if tA {
@@ -206,6 +228,9 @@ func sgemmChecked(kern *sgemmKernel, dot, tA, tB bool, m, n, k int, alpha float3
 			var bp *float32
 			bks := ldb
 			if tB || (nc < nr && !kern.maskedB) {
+				if buf == nil {
+					buf = getSgemmBuf()
+				}
 				packB(buf.b[:kc*nr], tB, b, ldb, p0, j0, kc, nc, nr)
 				bp, bks = &buf.b[0], nr
 			} else {
@@ -215,6 +240,9 @@ func sgemmChecked(kern *sgemmKernel, dot, tA, tB bool, m, n, k int, alpha float3
 				kern.fn(kc, &a[i0*ars+p0*aks], ars, aks, bp, bks, &c[i0*ldc+j0], ldc, min(mr, m-i0), nc, alpha, bt)
 			}
 		}
+	}
+	if buf != nil {
+		putSgemmBuf(buf)
 	}
 }
 

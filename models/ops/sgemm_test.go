@@ -418,6 +418,27 @@ func TestSgemmConcurrent(t *testing.T) {
 	}
 }
 
+// TestSgemmNoAlloc checks that a product allocates nothing once the pack
+// buffers exist, on each kernel's packing paths (transposed B; a partial
+// panel) and the dot-product form.
+func TestSgemmNoAlloc(t *testing.T) {
+	rng := rand.New(rand.NewPCG(16, 17))
+	for _, k := range sgemmKernels {
+		for _, s := range [][3]int{{16, 100, 300}, {20, 70, 40}, {8, 50, 512}} {
+			for _, tB := range []bool{false, true} {
+				g := newGEMMCase(rng, false, tB, s[0], s[1], s[2], 1, 1, 0)
+				c := slices.Clone(g.c)
+				allocs := testing.AllocsPerRun(5, func() {
+					sgemm(k, g.tA, g.tB, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, c, g.ldc)
+				})
+				if allocs != 0 {
+					t.Errorf("%s %v: %v allocations per product", k.name, g, allocs)
+				}
+			}
+		}
+	}
+}
+
 // TestSgemmBadInput checks that short slices and bad leading dimensions
 // panic before a kernel reads out of bounds.
 func TestSgemmBadInput(t *testing.T) {
