@@ -39,14 +39,7 @@ func TestGEMM(t *testing.T) {
 				m, n, k := sz[0], sz[1], sz[2]
 				tA, tB := tr[0], tr[1]
 				t.Run(fmt.Sprintf("m%d_n%d_k%d_tA%v_tB%v_beta%g", m, n, k, tA, tB, beta), func(t *testing.T) {
-					ar, ac := m, k
-					if tA {
-						ar, ac = k, m
-					}
-					br, bc := k, n
-					if tB {
-						br, bc = n, k
-					}
+					ar, ac, br, bc := storedDims(tA, tB, m, n, k)
 					lda, ldb, ldc := ac+3, bc+1, n+2
 					a, b, c := randSlice(rng, ar*lda), randSlice(rng, br*ldb), randSlice(rng, m*ldc)
 					want := append([]float64(nil), c...)

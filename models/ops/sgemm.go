@@ -144,6 +144,19 @@ func putSgemmBuf(buf *sgemmBuf) {
 	sgemmBufs.Unlock()
 }
 
+// storedDims returns the stored shapes, rows×cols, of a and b for op(a)
+// m×k and op(b) k×n.
+func storedDims(tA, tB bool, m, n, k int) (ar, ac, br, bc int) {
+	ar, ac, br, bc = m, k, k, n
+	if tA {
+		ar, ac = k, m
+	}
+	if tB {
+		br, bc = n, k
+	}
+	return ar, ac, br, bc
+}
+
 // checkGEMM panics unless the row-major operands hold op(a) m×k, op(b) k×n
 // and c m×n with their leading dimensions: the kernels do not check bounds.
 func checkGEMM(tA, tB bool, m, n, k int, la, lda, lb, ldb, lc, ldc int) {
@@ -158,14 +171,7 @@ func checkGEMM(tA, tB bool, m, n, k int, la, lda, lb, ldb, lc, ldc int) {
 			panic(fmt.Sprintf("sgemm: %s has %d values, %d×%d with leading dimension %d needs %d", name, l, rows, cols, ld, (rows-1)*ld+cols))
 		}
 	}
-	ar, ac := m, k
-	if tA {
-		ar, ac = k, m
-	}
-	br, bc := k, n
-	if tB {
-		br, bc = n, k
-	}
+	ar, ac, br, bc := storedDims(tA, tB, m, n, k)
 	check("a", ar, ac, la, lda)
 	check("b", br, bc, lb, ldb)
 	check("c", m, n, lc, ldc)

@@ -30,6 +30,96 @@
 #define ADVANCE(ptr, stride) \
 	LEAQ (ptr)(stride*2), ptr
 
+// ROWPTRS6 and ROWPTRS8 set the row pointers of a 6- or 8-row tile from
+// row 0 at SI (CX = row stride, DI = mr).
+#define ROWPTRS6 \
+	ROWPTR(SI, AX, 1); \
+	ROWPTR(AX, BX, 2); \
+	ROWPTR(BX, DX, 3); \
+	ROWPTR(DX, R8, 4); \
+	ROWPTR(R8, R9, 5)
+
+#define ROWPTRS8 \
+	ROWPTRS6;           \
+	ROWPTR(R9, R12, 6); \
+	ROWPTR(R12, R13, 7)
+
+// OUTERARGS loads the outer-product kernels' arguments: the row pointers
+// (rowptrs), CX = k, DI = b, R10 = aks and R11 = bks in bytes.
+#define OUTERARGS(rowptrs) \
+	MOVQ a+8(FP), SI;     \
+	MOVQ ars+16(FP), CX;  \
+	SHLQ $2, CX;          \
+	MOVQ mr+64(FP), DI;   \
+	rowptrs;              \
+	MOVQ k+0(FP), CX;     \
+	MOVQ aks+24(FP), R10; \
+	SHLQ $2, R10;         \
+	MOVQ b+32(FP), DI;    \
+	MOVQ bks+40(FP), R11; \
+	SHLQ $2, R11
+
+// KLOOP runs the k loop (CX steps, two per iteration through step and
+// stepx, then the odd one) and jumps to store.
+#define KLOOP(step, stepx, advance, loop, tail, store) \
+	SUBQ $2, CX;   \
+	JLT  tail;     \
+loop:              \
+	step;          \
+	stepx;         \
+	advance;       \
+	SUBQ $2, CX;   \
+	JGE  loop;     \
+tail:              \
+	ADDQ $2, CX;   \
+	JEQ  store;    \
+	step;          \
+	JMP  store
+
+// LOWMASK sets reg to the CX lowest bits: (1 << CX) - 1.
+#define LOWMASK(reg) \
+	MOVL $1, reg;  \
+	SHLQ CX, reg;  \
+	DECQ reg
+
+// ZERO16 clears the 16 accumulators of the AVX-512 kernels, SCALE16 scales
+// them by f.
+#define ZERO16 \
+	VPXORD Z0, Z0, Z0;    \
+	VPXORD Z1, Z1, Z1;    \
+	VPXORD Z2, Z2, Z2;    \
+	VPXORD Z3, Z3, Z3;    \
+	VPXORD Z4, Z4, Z4;    \
+	VPXORD Z5, Z5, Z5;    \
+	VPXORD Z6, Z6, Z6;    \
+	VPXORD Z7, Z7, Z7;    \
+	VPXORD Z8, Z8, Z8;    \
+	VPXORD Z9, Z9, Z9;    \
+	VPXORD Z10, Z10, Z10; \
+	VPXORD Z11, Z11, Z11; \
+	VPXORD Z12, Z12, Z12; \
+	VPXORD Z13, Z13, Z13; \
+	VPXORD Z14, Z14, Z14; \
+	VPXORD Z15, Z15, Z15
+
+#define SCALE16(f) \
+	VMULPS f, Z0, Z0;   \
+	VMULPS f, Z1, Z1;   \
+	VMULPS f, Z2, Z2;   \
+	VMULPS f, Z3, Z3;   \
+	VMULPS f, Z4, Z4;   \
+	VMULPS f, Z5, Z5;   \
+	VMULPS f, Z6, Z6;   \
+	VMULPS f, Z7, Z7;   \
+	VMULPS f, Z8, Z8;   \
+	VMULPS f, Z9, Z9;   \
+	VMULPS f, Z10, Z10; \
+	VMULPS f, Z11, Z11; \
+	VMULPS f, Z12, Z12; \
+	VMULPS f, Z13, Z13; \
+	VMULPS f, Z14, Z14; \
+	VMULPS f, Z15, Z15
+
 // ---------------------------------------------------------------------------
 // AVX-512: 8×32 tile, 16 accumulators (Z0..Z15: row i in Z2i, Z2i+1), rows
 // of A at SI, AX, BX, DX, R8, R9, R12, R13. B's two vectors load under masks
@@ -147,103 +237,27 @@
 TEXT ·sgemmAVX512(SB), NOSPLIT, $0-88
 	// Column masks: K1 = columns 0..15 below nr, K2 = columns 16..31.
 	MOVQ  nr+72(FP), CX
-	MOVL  $1, AX
-	SHLQ  CX, AX
-	DECQ  AX
+	LOWMASK(AX)
 	KMOVW AX, K1
 	SHRQ  $16, AX
 	KMOVW AX, K2
 
-	MOVQ a+8(FP), SI
-	MOVQ ars+16(FP), CX
-	SHLQ $2, CX
-	MOVQ mr+64(FP), DI
-	ROWPTR(SI, AX, 1)
-	ROWPTR(AX, BX, 2)
-	ROWPTR(BX, DX, 3)
-	ROWPTR(DX, R8, 4)
-	ROWPTR(R8, R9, 5)
-	ROWPTR(R9, R12, 6)
-	ROWPTR(R12, R13, 7)
+	OUTERARGS(ROWPTRS8)
 
-	MOVQ k+0(FP), CX
-	MOVQ aks+24(FP), R10
-	SHLQ $2, R10
-	MOVQ b+32(FP), DI
-	MOVQ bks+40(FP), R11
-	SHLQ $2, R11
-
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
+	ZERO16
 
 	// Two steps of k per iteration, then the odd one; full panels (K2 all
 	// ones) load B unmasked.
 	KORTESTW K2, K2
 	JCC      avx512masked
-	SUBQ     $2, CX
-	JLT      avx512tail
-
-avx512loop:
-	STEP8x32(LOADB)
-	STEP8x32X(LOADBX)
-	ADVANCE8x32
-	SUBQ $2, CX
-	JGE  avx512loop
-
-avx512tail:
-	ADDQ $2, CX
-	JEQ  avx512store
-	STEP8x32(LOADB)
-	JMP  avx512store
+	KLOOP(STEP8x32(LOADB), STEP8x32X(LOADBX), ADVANCE8x32, avx512loop, avx512tail, avx512store)
 
 avx512masked:
-	SUBQ $2, CX
-	JLT  avx512tailm
-
-avx512loopm:
-	STEP8x32(LOADBM)
-	STEP8x32X(LOADBMX)
-	ADVANCE8x32
-	SUBQ $2, CX
-	JGE  avx512loopm
-
-avx512tailm:
-	ADDQ $2, CX
-	JEQ  avx512store
-	STEP8x32(LOADBM)
+	KLOOP(STEP8x32(LOADBM), STEP8x32X(LOADBMX), ADVANCE8x32, avx512loopm, avx512tailm, avx512store)
 
 avx512store:
 	VBROADCASTSS alpha+80(FP), Z16
-	VMULPS       Z16, Z0, Z0
-	VMULPS       Z16, Z1, Z1
-	VMULPS       Z16, Z2, Z2
-	VMULPS       Z16, Z3, Z3
-	VMULPS       Z16, Z4, Z4
-	VMULPS       Z16, Z5, Z5
-	VMULPS       Z16, Z6, Z6
-	VMULPS       Z16, Z7, Z7
-	VMULPS       Z16, Z8, Z8
-	VMULPS       Z16, Z9, Z9
-	VMULPS       Z16, Z10, Z10
-	VMULPS       Z16, Z11, Z11
-	VMULPS       Z16, Z12, Z12
-	VMULPS       Z16, Z13, Z13
-	VMULPS       Z16, Z14, Z14
-	VMULPS       Z16, Z15, Z15
+	SCALE16(Z16)
 
 	MOVQ c+48(FP), DX
 	MOVQ ldc+56(FP), R12
@@ -275,61 +289,30 @@ avx512done:
 // sum. Rows of a past mr repeat row mr-1 (ROWPTR), the second row of b
 // repeats the first when nr is 1, and a partial last chunk of k loads masked.
 
-#define DOTCHUNK \
-	VMOVUPS (DI)(R11*1), Z24; \
-	VMOVUPS (R10)(R11*1), Z25; \
-	VMOVUPS (SI)(R11*1), Z16; \
-	VFMADD231PS Z24, Z16, Z0; \
-	VFMADD231PS Z25, Z16, Z1; \
-	VMOVUPS (AX)(R11*1), Z17; \
-	VFMADD231PS Z24, Z17, Z2; \
-	VFMADD231PS Z25, Z17, Z3; \
-	VMOVUPS (BX)(R11*1), Z18; \
-	VFMADD231PS Z24, Z18, Z4; \
-	VFMADD231PS Z25, Z18, Z5; \
-	VMOVUPS (DX)(R11*1), Z19; \
-	VFMADD231PS Z24, Z19, Z6; \
-	VFMADD231PS Z25, Z19, Z7; \
-	VMOVUPS (R8)(R11*1), Z20; \
-	VFMADD231PS Z24, Z20, Z8; \
-	VFMADD231PS Z25, Z20, Z9; \
-	VMOVUPS (R9)(R11*1), Z21; \
-	VFMADD231PS Z24, Z21, Z10; \
-	VFMADD231PS Z25, Z21, Z11; \
-	VMOVUPS (R12)(R11*1), Z22; \
-	VFMADD231PS Z24, Z22, Z12; \
-	VFMADD231PS Z25, Z22, Z13; \
-	VMOVUPS (R13)(R11*1), Z23; \
-	VFMADD231PS Z24, Z23, Z14; \
-	VFMADD231PS Z25, Z23, Z15
+// One chunk of 16 values of k: b's two rows, then each row of a times both.
+// ld loads whole vectors (LDW) or the lanes of K1 (LDM).
+#define LDW(addr, z) \
+	VMOVUPS addr, z
 
-#define DOTCHUNKM \
-	VMOVUPS.Z (DI)(R11*1), K1, Z24; \
-	VMOVUPS.Z (R10)(R11*1), K1, Z25; \
-	VMOVUPS.Z (SI)(R11*1), K1, Z16; \
-	VFMADD231PS Z24, Z16, Z0; \
-	VFMADD231PS Z25, Z16, Z1; \
-	VMOVUPS.Z (AX)(R11*1), K1, Z17; \
-	VFMADD231PS Z24, Z17, Z2; \
-	VFMADD231PS Z25, Z17, Z3; \
-	VMOVUPS.Z (BX)(R11*1), K1, Z18; \
-	VFMADD231PS Z24, Z18, Z4; \
-	VFMADD231PS Z25, Z18, Z5; \
-	VMOVUPS.Z (DX)(R11*1), K1, Z19; \
-	VFMADD231PS Z24, Z19, Z6; \
-	VFMADD231PS Z25, Z19, Z7; \
-	VMOVUPS.Z (R8)(R11*1), K1, Z20; \
-	VFMADD231PS Z24, Z20, Z8; \
-	VFMADD231PS Z25, Z20, Z9; \
-	VMOVUPS.Z (R9)(R11*1), K1, Z21; \
-	VFMADD231PS Z24, Z21, Z10; \
-	VFMADD231PS Z25, Z21, Z11; \
-	VMOVUPS.Z (R12)(R11*1), K1, Z22; \
-	VFMADD231PS Z24, Z22, Z12; \
-	VFMADD231PS Z25, Z22, Z13; \
-	VMOVUPS.Z (R13)(R11*1), K1, Z23; \
-	VFMADD231PS Z24, Z23, Z14; \
-	VFMADD231PS Z25, Z23, Z15
+#define LDM(addr, z) \
+	VMOVUPS.Z addr, K1, z
+
+#define DOTROW(ld, row, za, z0, z1) \
+	ld((row)(R11*1), za);      \
+	VFMADD231PS Z24, za, z0; \
+	VFMADD231PS Z25, za, z1
+
+#define DOTCHUNK(ld) \
+	ld((DI)(R11*1), Z24);  \
+	ld((R10)(R11*1), Z25); \
+	DOTROW(ld, SI, Z16, Z0, Z1); \
+	DOTROW(ld, AX, Z17, Z2, Z3); \
+	DOTROW(ld, BX, Z18, Z4, Z5); \
+	DOTROW(ld, DX, Z19, Z6, Z7); \
+	DOTROW(ld, R8, Z20, Z8, Z9); \
+	DOTROW(ld, R9, Z21, Z10, Z11); \
+	DOTROW(ld, R12, Z22, Z12, Z13); \
+	DOTROW(ld, R13, Z23, Z14, Z15)
 
 // DOTLEVEL adds x's and y's halves (the 128-bit chunks or the lanes that
 // imm1 and imm2 select, with shuf) into x.
@@ -343,22 +326,14 @@ TEXT ·sgemmDotAVX512(SB), NOSPLIT, $0-80
 	// K1: the lanes of the last, partial chunk of k (none when 16 | k).
 	MOVQ  k+0(FP), CX
 	ANDQ  $15, CX
-	MOVL  $1, AX
-	SHLQ  CX, AX
-	DECQ  AX
+	LOWMASK(AX)
 	KMOVW AX, K1
 
 	MOVQ a+8(FP), SI
 	MOVQ lda+16(FP), CX
 	SHLQ $2, CX
 	MOVQ mr+56(FP), DI
-	ROWPTR(SI, AX, 1)
-	ROWPTR(AX, BX, 2)
-	ROWPTR(BX, DX, 3)
-	ROWPTR(DX, R8, 4)
-	ROWPTR(R8, R9, 5)
-	ROWPTR(R9, R12, 6)
-	ROWPTR(R12, R13, 7)
+	ROWPTRS8
 
 	MOVQ    b+24(FP), DI
 	MOVQ    ldb+32(FP), R10
@@ -367,22 +342,7 @@ TEXT ·sgemmDotAVX512(SB), NOSPLIT, $0-80
 	CMPQ    nr+64(FP), $1
 	CMOVQLE DI, R10
 
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
+	ZERO16
 
 	XORQ R11, R11 // byte offset along k
 	MOVQ k+0(FP), CX
@@ -390,7 +350,7 @@ TEXT ·sgemmDotAVX512(SB), NOSPLIT, $0-80
 	JEQ  dottail
 
 dotloop:
-	DOTCHUNK
+	DOTCHUNK(LDW)
 	ADDQ $64, R11
 	DECQ CX
 	JNE  dotloop
@@ -398,7 +358,7 @@ dotloop:
 dottail:
 	KORTESTW K1, K1
 	JEQ      dotreduce
-	DOTCHUNKM
+	DOTCHUNK(LDM)
 
 dotreduce:
 	// Pair the vectors so that lane 2i+j of Z0 ends with c[i, j] (Z2i+j):
@@ -426,9 +386,7 @@ dotreduce:
 	// mask of its lanes (K2, shifted by 2 per row) at c + i·ldc - 2i floats,
 	// which puts them at c[i, 0] and c[i, 1].
 	MOVQ  nr+64(FP), CX
-	MOVL  $1, AX
-	SHLQ  CX, AX
-	DECQ  AX
+	LOWMASK(AX)
 	KMOVW AX, K2
 	MOVQ  c+40(FP), DX
 	MOVQ  ldc+48(FP), R12
@@ -439,82 +397,24 @@ dotreduce:
 	ANDL  $0x7fffffff, AX
 	JEQ   dotbeta0
 	VBROADCASTSS beta+76(FP), Z17
-	VMOVUPS.Z (DX), K2, Z1; VFMADD231PS Z1, Z17, Z0; VMOVUPS Z0, K2, (DX)
-	CMPQ BX, $1
-	JLE  dotdone
-	ADDQ R12, DX
-	KSHIFTLW $2, K2, K2
-	VMOVUPS.Z (DX), K2, Z1; VFMADD231PS Z1, Z17, Z0; VMOVUPS Z0, K2, (DX)
-	CMPQ BX, $2
-	JLE  dotdone
-	ADDQ R12, DX
-	KSHIFTLW $2, K2, K2
-	VMOVUPS.Z (DX), K2, Z1; VFMADD231PS Z1, Z17, Z0; VMOVUPS Z0, K2, (DX)
-	CMPQ BX, $3
-	JLE  dotdone
-	ADDQ R12, DX
-	KSHIFTLW $2, K2, K2
-	VMOVUPS.Z (DX), K2, Z1; VFMADD231PS Z1, Z17, Z0; VMOVUPS Z0, K2, (DX)
-	CMPQ BX, $4
-	JLE  dotdone
-	ADDQ R12, DX
-	KSHIFTLW $2, K2, K2
-	VMOVUPS.Z (DX), K2, Z1; VFMADD231PS Z1, Z17, Z0; VMOVUPS Z0, K2, (DX)
-	CMPQ BX, $5
-	JLE  dotdone
-	ADDQ R12, DX
-	KSHIFTLW $2, K2, K2
-	VMOVUPS.Z (DX), K2, Z1; VFMADD231PS Z1, Z17, Z0; VMOVUPS Z0, K2, (DX)
-	CMPQ BX, $6
-	JLE  dotdone
-	ADDQ R12, DX
-	KSHIFTLW $2, K2, K2
-	VMOVUPS.Z (DX), K2, Z1; VFMADD231PS Z1, Z17, Z0; VMOVUPS Z0, K2, (DX)
-	CMPQ BX, $7
-	JLE  dotdone
-	ADDQ R12, DX
-	KSHIFTLW $2, K2, K2
-	VMOVUPS.Z (DX), K2, Z1; VFMADD231PS Z1, Z17, Z0; VMOVUPS Z0, K2, (DX)
-	JMP  dotdone
+
+dotrowb:
+	VMOVUPS.Z   (DX), K2, Z1
+	VFMADD231PS Z1, Z17, Z0
+	VMOVUPS     Z0, K2, (DX)
+	DECQ        BX
+	JEQ         dotdone
+	ADDQ        R12, DX
+	KSHIFTLW    $2, K2, K2
+	JMP         dotrowb
 
 dotbeta0:
-	VMOVUPS Z0, K2, (DX)
-	CMPQ BX, $1
-	JLE  dotdone
-	ADDQ R12, DX
+	VMOVUPS  Z0, K2, (DX)
+	DECQ     BX
+	JEQ      dotdone
+	ADDQ     R12, DX
 	KSHIFTLW $2, K2, K2
-	VMOVUPS Z0, K2, (DX)
-	CMPQ BX, $2
-	JLE  dotdone
-	ADDQ R12, DX
-	KSHIFTLW $2, K2, K2
-	VMOVUPS Z0, K2, (DX)
-	CMPQ BX, $3
-	JLE  dotdone
-	ADDQ R12, DX
-	KSHIFTLW $2, K2, K2
-	VMOVUPS Z0, K2, (DX)
-	CMPQ BX, $4
-	JLE  dotdone
-	ADDQ R12, DX
-	KSHIFTLW $2, K2, K2
-	VMOVUPS Z0, K2, (DX)
-	CMPQ BX, $5
-	JLE  dotdone
-	ADDQ R12, DX
-	KSHIFTLW $2, K2, K2
-	VMOVUPS Z0, K2, (DX)
-	CMPQ BX, $6
-	JLE  dotdone
-	ADDQ R12, DX
-	KSHIFTLW $2, K2, K2
-	VMOVUPS Z0, K2, (DX)
-	CMPQ BX, $7
-	JLE  dotdone
-	ADDQ R12, DX
-	KSHIFTLW $2, K2, K2
-	VMOVUPS Z0, K2, (DX)
-	JMP  dotdone
+	JMP      dotbeta0
 
 dotdone:
 	VZEROUPPER
@@ -611,22 +511,7 @@ dotdone:
 
 // func sgemmAVX2(k int, a *float32, ars, aks int, b *float32, bks int, c *float32, ldc, mr, nr int, alpha, beta float32)
 TEXT ·sgemmAVX2(SB), NOSPLIT, $0-88
-	MOVQ a+8(FP), SI
-	MOVQ ars+16(FP), CX
-	SHLQ $2, CX
-	MOVQ mr+64(FP), DI
-	ROWPTR(SI, AX, 1)
-	ROWPTR(AX, BX, 2)
-	ROWPTR(BX, DX, 3)
-	ROWPTR(DX, R8, 4)
-	ROWPTR(R8, R9, 5)
-
-	MOVQ k+0(FP), CX
-	MOVQ aks+24(FP), R10
-	SHLQ $2, R10
-	MOVQ b+32(FP), DI
-	MOVQ bks+40(FP), R11
-	SHLQ $2, R11
+	OUTERARGS(ROWPTRS6)
 
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -641,20 +526,7 @@ TEXT ·sgemmAVX2(SB), NOSPLIT, $0-88
 	VXORPS Y10, Y10, Y10
 	VXORPS Y11, Y11, Y11
 
-	SUBQ $2, CX
-	JLT  avx2tail
-
-avx2loop:
-	STEP6x16
-	STEP6x16X
-	ADVANCE6x16
-	SUBQ $2, CX
-	JGE  avx2loop
-
-avx2tail:
-	ADDQ $2, CX
-	JEQ  avx2store
-	STEP6x16
+	KLOOP(STEP6x16, STEP6x16X, ADVANCE6x16, avx2loop, avx2tail, avx2store)
 
 avx2store:
 	VBROADCASTSS alpha+80(FP), Y14

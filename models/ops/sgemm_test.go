@@ -50,14 +50,7 @@ func (g *gemmCase) String() string {
 // reads or writes where it must not shows.
 func newGEMMCase(rng *rand.Rand, tA, tB bool, m, n, k, pad int, alpha, beta float32) *gemmCase {
 	g := &gemmCase{tA: tA, tB: tB, m: m, n: n, k: k, alpha: alpha, beta: beta}
-	ar, ac := m, k
-	if tA {
-		ar, ac = k, m
-	}
-	br, bc := k, n
-	if tB {
-		br, bc = n, k
-	}
+	ar, ac, br, bc := storedDims(tA, tB, m, n, k)
 	g.lda, g.ldb, g.ldc = max(1, ac)+pad, max(1, bc)+2*pad, max(1, n)+3*pad
 	fill := func(rows, cols, ld int) []float32 {
 		v := make([]float32, rows*ld+5) // 5 values past the end as a guard
