@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 )
 
@@ -91,7 +92,9 @@ func f32s(v []float64) []float32 {
 // BenchmarkSGEMM reports the float32 GEMM speed of gemm, the fast ops'
 // entry (one goroutine), on the models' products (sgemmModelShapes) and a
 // large square one, for each path: gonum's Sgemm (tiled as gemm runs it) and
-// each assembly kernel the CPU has; with -tags openblas, OpenBLAS. With
+// each assembly kernel the CPU has; with -tags openblas, OpenBLAS. GFLOP/s
+// is over wall-clock time, GFLOP/s-cpu over the thread's CPU time (Linux),
+// which other processes on a shared machine do not inflate. With
 // OpenBLAS, compare OPENBLAS_CORETYPE=Haswell with the automatic choice to
 // see the core type's effect.
 func BenchmarkSGEMM(b *testing.B) {
@@ -113,10 +116,17 @@ func BenchmarkSGEMM(b *testing.B) {
 					defer useSgemmKernel(p.kern)()
 				}
 				c := make([]float32, len(g.c))
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				cpu0 := threadCPUTime()
 				for b.Loop() {
 					gemm(g.tA, g.tB, g.m, g.n, g.k, g.a, g.lda, g.b, g.ldb, 0, c, g.ldc)
 				}
-				b.ReportMetric(2*float64(g.m*g.n*g.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				gflop := 2 * float64(g.m*g.n*g.k) * float64(b.N) / 1e9
+				b.ReportMetric(gflop/b.Elapsed().Seconds(), "GFLOP/s")
+				if cpu := threadCPUTime() - cpu0; cpu > 0 {
+					b.ReportMetric(gflop/cpu.Seconds(), "GFLOP/s-cpu")
+				}
 			})
 		}
 	}
