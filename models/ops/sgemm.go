@@ -43,7 +43,10 @@ import (
 // l = 0, 1, ... in fused multiply-adds within a k block, blocks added to C in
 // order. The AVX2 and AVX-512 kernels therefore agree to the bit. The dot
 // form sums each element in 16 interleaved partial sums added by a fixed
-// tree. In both, the result does not depend on how a caller splits C.
+// tree. In both, an element depends only on its row of op(A), its column of
+// op(B) and k, so splitting C does not change it as long as the parts take
+// the whole product's form (which depends on m and k: BLAS.Sgemm decides it
+// once before splitting).
 
 // sgemmKC is the k block, and sgemmPackKC the k block of a product whose B is
 // packed (transposed): a 128×32 panel (16 KB) leaves room in a 48 KB L1
