@@ -259,8 +259,8 @@ func TestWorkersEquivalentOnFashionMNIST(t *testing.T) {
 // accuracies within 0.5 points. The runs agree to float32 rounding for about
 // 150 steps, after which training amplifies the rounding differences by an
 // amount that depends on the seed and the GEMM: measured over seeds 1-8,
-// 9e-6 to 8e-4 with gonum's and with the assembly GEMM, 2.3e-4 here, 6.8e-5
-// with OpenBLAS. The bound is the one property that holds for all of them; a
+// 9e-6 to 8e-4 with gonum's GEMM and with an assembly one; 2.5e-7 at this
+// seed with gonum's, 6.8e-5 with OpenBLAS. The bound is the one property that holds for all of them; a
 // real fault (sums not averaged, shards overlapping) moves the parameters by
 // orders of magnitude more. TestWorkersEquivalentOnFashionMNIST checks the
 // tight bound over the steps before the amplification.
