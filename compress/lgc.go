@@ -88,10 +88,10 @@ import (
 // v), with momentum factor masking (u = 0 at I, compress.lgc.factor_masking,
 // default true); the optimizer then takes plain SGD steps on the compressed
 // tensors (Needs.OwnsMomentum). Stage 1 sends all of v and keeps u, which is
-// momentum SGD. Without it, top-k with error feedback under an optimizer's
-// momentum (the reimplementation's setting) diverged on the LeNet-5 sweep's
-// base (lr 0.1, momentum 0.9) in stage 2, as plain topk does there: the
-// training loss went to ln(10).
+// momentum SGD. The default follows DGC, the project's method for sparse
+// momentum SGD, not a sweep: on the LeNet-5 sweep's base (lr 0.1, momentum
+// 0.9, density 0.1%) stage 2 did not train either way (training loss to
+// ln(10) without it, as plain topk there; NaN or ln(10) with it).
 //
 // The autoencoder (lgc_net.go), built and trained with Gorgonia, float32:
 //
