@@ -23,13 +23,21 @@ func transpose(t bool) blas.Transpose {
 }
 
 // gemm computes the row-major c = op(a)·op(b) + beta·c, op(a) m×k and op(b) k×n,
-// where op transposes when tA (tB) is set.
+// where op transposes when tA (tB) is set, on the calling goroutine: the fast
+// ops already run one GEMM per worker. Float32 products go to the assembly
+// GEMM (sgemm.go) when the CPU has a kernel for it and no BLAS was linked in.
 //
 // gonum's pure-Go GEMM spreads a product of four or more 64×64 blocks of c over
-// new goroutines, allocating on every call; the fast ops already run one GEMM
-// per worker, so they hand it tiles small enough to run serially.
+// new goroutines, allocating on every call, so gemm hands it tiles small
+// enough to run serially.
 func gemm[T elem](tA, tB bool, m, n, k int, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
-	if !nativeGEMM || blocks(m)*blocks(n) < gemmSerialBlocks {
+	if aa, ok := any(a).([]float32); ok {
+		if kern := sgemmAsm; kern != nil && pureGoBLAS() {
+			sgemm(kern, tA, tB, m, n, k, 1, aa, lda, any(b).([]float32), ldb, float32(beta), any(c).([]float32), ldc)
+			return
+		}
+	}
+	if !pureGoBLAS() || blocks(m)*blocks(n) < gemmSerialBlocks {
 		gemmCall(tA, tB, m, n, k, a, lda, b, ldb, beta, c, ldc)
 		return
 	}
@@ -58,12 +66,15 @@ const (
 
 func blocks(n int) int { return (n + 63) / 64 }
 
-// nativeGEMM is true while gemm runs on gonum's pure-Go implementation.
-var nativeGEMM = true
+// nativeGEMM is true while gemm runs float32 products on gonum's pure-Go
+// implementation: on a CPU without an assembly kernel (sgemmAsm nil) and
+// without OpenBLAS.
+var nativeGEMM = sgemmAsm == nil
 
-// NativeGEMM reports whether the ops multiply matrices with gonum's pure-Go
-// GEMM (true) or with OpenBLAS (the openblas build tag). The native GEMM needs
-// more scratch memory: the ops transpose some operands for it.
+// NativeGEMM reports whether the ops multiply float32 matrices with gonum's
+// pure-Go GEMM (true), or with the assembly GEMM or OpenBLAS (the openblas
+// build tag). gonum's GEMM needs more scratch memory: the ops transpose some
+// operands for it.
 func NativeGEMM() bool { return nativeGEMM }
 
 func gemmCall[T elem](tA, tB bool, m, n, k int, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 )
 
@@ -39,14 +40,7 @@ func TestGEMM(t *testing.T) {
 				m, n, k := sz[0], sz[1], sz[2]
 				tA, tB := tr[0], tr[1]
 				t.Run(fmt.Sprintf("m%d_n%d_k%d_tA%v_tB%v_beta%g", m, n, k, tA, tB, beta), func(t *testing.T) {
-					ar, ac := m, k
-					if tA {
-						ar, ac = k, m
-					}
-					br, bc := k, n
-					if tB {
-						br, bc = n, k
-					}
+					ar, ac, br, bc := storedDims(tA, tB, m, n, k)
 					lda, ldb, ldc := ac+3, bc+1, n+2
 					a, b, c := randSlice(rng, ar*lda), randSlice(rng, br*ldb), randSlice(rng, m*ldc)
 					want := append([]float64(nil), c...)
@@ -95,22 +89,45 @@ func f32s(v []float64) []float32 {
 	return out
 }
 
-// BenchmarkSGEMM reports the float32 GEMM speed of the build's BLAS on the
-// per-sample products of ResNet-20's convolutions and on a large square one.
-// With -tags openblas, compare OPENBLAS_CORETYPE=Haswell with the automatic
-// choice to see the core type's effect.
+// BenchmarkSGEMM reports the float32 GEMM speed of gemm, the fast ops'
+// entry (one goroutine), on the models' products (sgemmModelShapes) and a
+// large square one, for each path: gonum's Sgemm (tiled as gemm runs it) and
+// each assembly kernel the CPU has; with -tags openblas, OpenBLAS. GFLOP/s
+// is over wall-clock time, GFLOP/s-cpu over the thread's CPU time (Linux),
+// which other processes on a shared machine do not inflate. With
+// OpenBLAS, compare OPENBLAS_CORETYPE=Haswell with the automatic choice to
+// see the core type's effect.
 func BenchmarkSGEMM(b *testing.B) {
-	b.Logf("native GEMM %v", NativeGEMM())
+	paths := sgemmPaths()
+	if !pureGoBLAS() {
+		paths = []sgemmPath{{name: "openblas"}}
+	}
+	shapes := append(sgemmModelShapes[:len(sgemmModelShapes):len(sgemmModelShapes)], struct {
+		name    string
+		tA, tB  bool
+		m, n, k int
+	}{"square512", false, false, 512, 512, 512})
 	rng := rand.New(rand.NewPCG(1, 1))
-	for _, sz := range [][3]int{{16, 1024, 144}, {64, 64, 576}, {64, 576, 64}, {512, 512, 512}} {
-		m, n, k := sz[0], sz[1], sz[2]
-		b.Run(fmt.Sprintf("%dx%dx%d", m, n, k), func(b *testing.B) {
-			a, bb, c := f32s(randSlice(rng, m*k)), f32s(randSlice(rng, k*n)), make([]float32, m*n)
-			b.ResetTimer()
-			for range b.N {
-				gemm(false, false, m, n, k, a, k, bb, n, 0, c, n)
-			}
-			b.ReportMetric(2*float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-		})
+	for _, s := range shapes {
+		g := newGEMMCase(rng, s.tA, s.tB, s.m, s.n, s.k, 0, 1, 0)
+		for _, p := range paths {
+			b.Run(fmt.Sprintf("%s_%dx%dx%d/%s", s.name, s.m, s.n, s.k, p.name), func(b *testing.B) {
+				if pureGoBLAS() {
+					defer useSgemmKernel(p.kern)()
+				}
+				c := make([]float32, len(g.c))
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				cpu0 := threadCPUTime()
+				for b.Loop() {
+					gemm(g.tA, g.tB, g.m, g.n, g.k, g.a, g.lda, g.b, g.ldb, 0, c, g.ldc)
+				}
+				gflop := 2 * float64(g.m*g.n*g.k) * float64(b.N) / 1e9
+				b.ReportMetric(gflop/b.Elapsed().Seconds(), "GFLOP/s")
+				if cpu := threadCPUTime() - cpu0; cpu > 0 {
+					b.ReportMetric(gflop/cpu.Seconds(), "GFLOP/s-cpu")
+				}
+			})
+		}
 	}
 }

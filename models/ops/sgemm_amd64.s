@@ -1,0 +1,681 @@
+//go:build !openblas
+
+#include "textflag.h"
+
+// Register-blocked SGEMM micro-kernels (see sgemm.go for the blocking around
+// them) and the transposing pack. The outer-product kernels compute one tile
+// of the row-major C:
+//
+//	c[i, j] = alpha·Σ_l A(i, l)·B(l, j) + beta·c[i, j],  i < mr, j < nr,
+//
+// with A(i, l) at a + i·ars + l·aks and B(l, j) at b + l·bks + j (strides in
+// float32s), so that both operands are read where they lie whenever their
+// layout allows. They broadcast one A value per row and multiply it into
+// vectors of B's row: the accumulators hold the tile of C in registers for
+// the whole k loop. The dot-product kernel (AVX-512) takes a·bᵀ with both
+// operands' rows along k. beta == 0 never reads c.
+
+// Rows of a tile: each row of A has its own pointer, row r = a + r·ars, so
+// that rows at or past mr repeat row mr-1 (ROWPTR) instead of reading past
+// the matrix: a partial tile needs no copy of A. The k loop runs two steps
+// per iteration, the second through the k stride as an index (R10 = aks,
+// R11 = bks, in bytes), then moves every pointer two steps on with LEAQ.
+
+// ROWPTR sets row = prev + CX (the row stride) while r < mr (DI), else prev.
+#define ROWPTR(prev, row, r) \
+	LEAQ    (prev)(CX*1), row; \
+	CMPQ    DI, $r;            \
+	CMOVQLE prev, row
+
+#define ADVANCE(ptr, stride) \
+	LEAQ (ptr)(stride*2), ptr
+
+// ROWPTRS6 and ROWPTRS8 set the row pointers of a 6- or 8-row tile from
+// row 0 at SI (CX = row stride, DI = mr).
+#define ROWPTRS6 \
+	ROWPTR(SI, AX, 1); \
+	ROWPTR(AX, BX, 2); \
+	ROWPTR(BX, DX, 3); \
+	ROWPTR(DX, R8, 4); \
+	ROWPTR(R8, R9, 5)
+
+#define ROWPTRS8 \
+	ROWPTRS6;           \
+	ROWPTR(R9, R12, 6); \
+	ROWPTR(R12, R13, 7)
+
+// OUTERARGS loads the outer-product kernels' arguments: the row pointers
+// (rowptrs), CX = k, DI = b, R10 = aks and R11 = bks in bytes.
+#define OUTERARGS(rowptrs) \
+	MOVQ a+8(FP), SI;     \
+	MOVQ ars+16(FP), CX;  \
+	SHLQ $2, CX;          \
+	MOVQ mr+64(FP), DI;   \
+	rowptrs;              \
+	MOVQ k+0(FP), CX;     \
+	MOVQ aks+24(FP), R10; \
+	SHLQ $2, R10;         \
+	MOVQ b+32(FP), DI;    \
+	MOVQ bks+40(FP), R11; \
+	SHLQ $2, R11
+
+// KLOOP runs the k loop (CX steps, two per iteration through step and
+// stepx, then the odd one) and jumps to store.
+#define KLOOP(step, stepx, advance, loop, tail, store) \
+	SUBQ $2, CX;   \
+	JLT  tail;     \
+loop:              \
+	step;          \
+	stepx;         \
+	advance;       \
+	SUBQ $2, CX;   \
+	JGE  loop;     \
+tail:              \
+	ADDQ $2, CX;   \
+	JEQ  store;    \
+	step;          \
+	JMP  store
+
+// LOWMASK sets reg to the CX lowest bits: (1 << CX) - 1.
+#define LOWMASK(reg) \
+	MOVL $1, reg;  \
+	SHLQ CX, reg;  \
+	DECQ reg
+
+// ZERO16 clears the 16 accumulators of the AVX-512 kernels, SCALE16 scales
+// them by f.
+#define ZERO16 \
+	VPXORD Z0, Z0, Z0;    \
+	VPXORD Z1, Z1, Z1;    \
+	VPXORD Z2, Z2, Z2;    \
+	VPXORD Z3, Z3, Z3;    \
+	VPXORD Z4, Z4, Z4;    \
+	VPXORD Z5, Z5, Z5;    \
+	VPXORD Z6, Z6, Z6;    \
+	VPXORD Z7, Z7, Z7;    \
+	VPXORD Z8, Z8, Z8;    \
+	VPXORD Z9, Z9, Z9;    \
+	VPXORD Z10, Z10, Z10; \
+	VPXORD Z11, Z11, Z11; \
+	VPXORD Z12, Z12, Z12; \
+	VPXORD Z13, Z13, Z13; \
+	VPXORD Z14, Z14, Z14; \
+	VPXORD Z15, Z15, Z15
+
+#define SCALE16(f) \
+	VMULPS f, Z0, Z0;   \
+	VMULPS f, Z1, Z1;   \
+	VMULPS f, Z2, Z2;   \
+	VMULPS f, Z3, Z3;   \
+	VMULPS f, Z4, Z4;   \
+	VMULPS f, Z5, Z5;   \
+	VMULPS f, Z6, Z6;   \
+	VMULPS f, Z7, Z7;   \
+	VMULPS f, Z8, Z8;   \
+	VMULPS f, Z9, Z9;   \
+	VMULPS f, Z10, Z10; \
+	VMULPS f, Z11, Z11; \
+	VMULPS f, Z12, Z12; \
+	VMULPS f, Z13, Z13; \
+	VMULPS f, Z14, Z14; \
+	VMULPS f, Z15, Z15
+
+// ---------------------------------------------------------------------------
+// AVX-512: 8×32 tile, 16 accumulators (Z0..Z15: row i in Z2i, Z2i+1), rows
+// of A at SI, AX, BX, DX, R8, R9, R12, R13. B's two vectors load under masks
+// K1 and K2 (the columns below nr), so a partial tile at the right edge of B
+// reads no memory past its columns.
+
+#define FMA8x32(z0, z1, bcst) \
+	VFMADD231PS Z16, bcst, z0; \
+	VFMADD231PS Z17, bcst, z1
+
+#define FMAS8x32 \
+	FMA8x32(Z0, Z1, Z18);   \
+	FMA8x32(Z2, Z3, Z19);   \
+	FMA8x32(Z4, Z5, Z20);   \
+	FMA8x32(Z6, Z7, Z21);   \
+	FMA8x32(Z8, Z9, Z22);   \
+	FMA8x32(Z10, Z11, Z23); \
+	FMA8x32(Z12, Z13, Z24); \
+	FMA8x32(Z14, Z15, Z25)
+
+// B's two vectors for a step: whole (LOADB) or under masks K1 and K2
+// (LOADBM), at DI or a k stride further (the X forms). The masked loads cost
+// about 10% of the kernel's speed, so full panels take the unmasked loop.
+#define LOADB \
+	VMOVUPS (DI), Z16; \
+	VMOVUPS 64(DI), Z17
+
+#define LOADBX \
+	VMOVUPS (DI)(R11*1), Z16; \
+	VMOVUPS 64(DI)(R11*1), Z17
+
+#define LOADBM \
+	VMOVUPS.Z (DI), K1, Z16; \
+	VMOVUPS.Z 64(DI), K2, Z17
+
+#define LOADBMX \
+	VMOVUPS.Z (DI)(R11*1), K1, Z16; \
+	VMOVUPS.Z 64(DI)(R11*1), K2, Z17
+
+// One step of k at the pointers, and one a k stride further.
+#define STEP8x32(loadb) \
+	loadb;                   \
+	VBROADCASTSS (SI), Z18;  \
+	VBROADCASTSS (AX), Z19;  \
+	VBROADCASTSS (BX), Z20;  \
+	VBROADCASTSS (DX), Z21;  \
+	VBROADCASTSS (R8), Z22;  \
+	VBROADCASTSS (R9), Z23;  \
+	VBROADCASTSS (R12), Z24; \
+	VBROADCASTSS (R13), Z25; \
+	FMAS8x32
+
+#define STEP8x32X(loadb) \
+	loadb;                          \
+	VBROADCASTSS (SI)(R10*1), Z18;  \
+	VBROADCASTSS (AX)(R10*1), Z19;  \
+	VBROADCASTSS (BX)(R10*1), Z20;  \
+	VBROADCASTSS (DX)(R10*1), Z21;  \
+	VBROADCASTSS (R8)(R10*1), Z22;  \
+	VBROADCASTSS (R9)(R10*1), Z23;  \
+	VBROADCASTSS (R12)(R10*1), Z24; \
+	VBROADCASTSS (R13)(R10*1), Z25; \
+	FMAS8x32
+
+#define ADVANCE8x32 \
+	ADVANCE(SI, R10);  \
+	ADVANCE(AX, R10);  \
+	ADVANCE(BX, R10);  \
+	ADVANCE(DX, R10);  \
+	ADVANCE(R8, R10);  \
+	ADVANCE(R9, R10);  \
+	ADVANCE(R12, R10); \
+	ADVANCE(R13, R10); \
+	ADVANCE(DI, R11)
+
+// Store one row of the tile: c = acc (beta 0) or c = acc + beta·c (Z17 = beta).
+#define ROW0_8x32(z0, z1) \
+	VMOVUPS z0, K1, (DX); \
+	VMOVUPS z1, K2, 64(DX)
+
+#define ROWB_8x32(z0, z1) \
+	VMOVUPS.Z   (DX), K1, Z18;   \
+	VMOVUPS.Z   64(DX), K2, Z19; \
+	VFMADD231PS Z18, Z17, z0;    \
+	VFMADD231PS Z19, Z17, z1;    \
+	VMOVUPS     z0, K1, (DX);    \
+	VMOVUPS     z1, K2, 64(DX)
+
+// NEXTROW moves DX to the next row of c, or leaves when the tile's mr rows
+// (BX) are done.
+#define NEXTROW(i, done) \
+	CMPQ BX, $i; \
+	JLE  done;   \
+	ADDQ R12, DX
+
+#define ROWS8x32(row) \
+	row(Z0, Z1);             \
+	NEXTROW(1, avx512done);  \
+	row(Z2, Z3);             \
+	NEXTROW(2, avx512done);  \
+	row(Z4, Z5);             \
+	NEXTROW(3, avx512done);  \
+	row(Z6, Z7);             \
+	NEXTROW(4, avx512done);  \
+	row(Z8, Z9);             \
+	NEXTROW(5, avx512done);  \
+	row(Z10, Z11);           \
+	NEXTROW(6, avx512done);  \
+	row(Z12, Z13);           \
+	NEXTROW(7, avx512done);  \
+	row(Z14, Z15);           \
+	JMP avx512done
+
+// func sgemmAVX512(k int, a *float32, ars, aks int, b *float32, bks int, c *float32, ldc, mr, nr int, alpha, beta float32)
+TEXT ·sgemmAVX512(SB), NOSPLIT, $0-88
+	// Column masks: K1 = columns 0..15 below nr, K2 = columns 16..31.
+	MOVQ  nr+72(FP), CX
+	LOWMASK(AX)
+	KMOVW AX, K1
+	SHRQ  $16, AX
+	KMOVW AX, K2
+
+	OUTERARGS(ROWPTRS8)
+
+	ZERO16
+
+	// Two steps of k per iteration, then the odd one; full panels (K2 all
+	// ones) load B unmasked.
+	KORTESTW K2, K2
+	JCC      avx512masked
+	KLOOP(STEP8x32(LOADB), STEP8x32X(LOADBX), ADVANCE8x32, avx512loop, avx512tail, avx512store)
+
+avx512masked:
+	KLOOP(STEP8x32(LOADBM), STEP8x32X(LOADBMX), ADVANCE8x32, avx512loopm, avx512tailm, avx512store)
+
+avx512store:
+	VBROADCASTSS alpha+80(FP), Z16
+	SCALE16(Z16)
+
+	MOVQ c+48(FP), DX
+	MOVQ ldc+56(FP), R12
+	SHLQ $2, R12
+	MOVQ mr+64(FP), BX
+
+	// beta == ±0: write without reading c.
+	MOVL beta+84(FP), AX
+	ANDL $0x7fffffff, AX
+	JEQ  avx512beta0
+	VBROADCASTSS beta+84(FP), Z17
+	ROWS8x32(ROWB_8x32)
+
+avx512beta0:
+	ROWS8x32(ROW0_8x32)
+
+avx512done:
+	VZEROUPPER
+	RET
+
+// ---------------------------------------------------------------------------
+// AVX-512 dot-product kernel for c = alpha·a·bᵀ + beta·c with both operands'
+// rows along k (a m×k, b n×k, row-major): an 8×2 tile of c whose 16
+// accumulators (Z0..Z15: c[i, j] in Z2i+j) each hold 16 partial sums over k,
+// one per lane (l mod 16). Neither operand is copied: the outer-product
+// kernel would need b transposed into panels, which costs as much as the
+// product itself when m is small. The lanes are added at the end by a tree
+// of shuffles (DOTLEVEL): 16 vectors to one whose lane 2i+j is c[i, j]'s
+// sum. Rows of a past mr repeat row mr-1 (ROWPTR), the second row of b
+// repeats the first when nr is 1, and a partial last chunk of k loads masked.
+
+// One chunk of 16 values of k: b's two rows, then each row of a times both.
+// ld loads whole vectors (LDW) or the lanes of K1 (LDM).
+#define LDW(addr, z) \
+	VMOVUPS addr, z
+
+#define LDM(addr, z) \
+	VMOVUPS.Z addr, K1, z
+
+#define DOTROW(ld, row, za, z0, z1) \
+	ld((row)(R11*1), za);      \
+	VFMADD231PS Z24, za, z0; \
+	VFMADD231PS Z25, za, z1
+
+#define DOTCHUNK(ld) \
+	ld((DI)(R11*1), Z24);  \
+	ld((R10)(R11*1), Z25); \
+	DOTROW(ld, SI, Z16, Z0, Z1); \
+	DOTROW(ld, AX, Z17, Z2, Z3); \
+	DOTROW(ld, BX, Z18, Z4, Z5); \
+	DOTROW(ld, DX, Z19, Z6, Z7); \
+	DOTROW(ld, R8, Z20, Z8, Z9); \
+	DOTROW(ld, R9, Z21, Z10, Z11); \
+	DOTROW(ld, R12, Z22, Z12, Z13); \
+	DOTROW(ld, R13, Z23, Z14, Z15)
+
+// DOTLEVEL adds x's and y's halves (the 128-bit chunks or the lanes that
+// imm1 and imm2 select, with shuf) into x.
+#define DOTLEVEL(shuf, imm1, imm2, y, x) \
+	shuf imm1, y, x, Z30; \
+	shuf imm2, y, x, Z31; \
+	VADDPS Z31, Z30, x
+
+// func sgemmDotAVX512(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc, mr, nr int, alpha, beta float32)
+TEXT ·sgemmDotAVX512(SB), NOSPLIT, $0-80
+	// K1: the lanes of the last, partial chunk of k (none when 16 | k).
+	MOVQ  k+0(FP), CX
+	ANDQ  $15, CX
+	LOWMASK(AX)
+	KMOVW AX, K1
+
+	MOVQ a+8(FP), SI
+	MOVQ lda+16(FP), CX
+	SHLQ $2, CX
+	MOVQ mr+56(FP), DI
+	ROWPTRS8
+
+	MOVQ    b+24(FP), DI
+	MOVQ    ldb+32(FP), R10
+	SHLQ    $2, R10
+	ADDQ    DI, R10
+	CMPQ    nr+64(FP), $1
+	CMOVQLE DI, R10
+
+	ZERO16
+
+	XORQ R11, R11 // byte offset along k
+	MOVQ k+0(FP), CX
+	SHRQ $4, CX
+	JEQ  dottail
+
+dotloop:
+	DOTCHUNK(LDW)
+	ADDQ $64, R11
+	DECQ CX
+	JNE  dotloop
+
+dottail:
+	KORTESTW K1, K1
+	JEQ      dotreduce
+	DOTCHUNK(LDM)
+
+dotreduce:
+	// Pair the vectors so that lane 2i+j of Z0 ends with c[i, j] (Z2i+j):
+	// the tree transposes 4×4 blocks, and this order transposes them back.
+	DOTLEVEL(VSHUFF32X4, $0x44, $0xee, Z4, Z0)
+	DOTLEVEL(VSHUFF32X4, $0x44, $0xee, Z12, Z8)
+	DOTLEVEL(VSHUFF32X4, $0x44, $0xee, Z5, Z1)
+	DOTLEVEL(VSHUFF32X4, $0x44, $0xee, Z13, Z9)
+	DOTLEVEL(VSHUFF32X4, $0x44, $0xee, Z6, Z2)
+	DOTLEVEL(VSHUFF32X4, $0x44, $0xee, Z14, Z10)
+	DOTLEVEL(VSHUFF32X4, $0x44, $0xee, Z7, Z3)
+	DOTLEVEL(VSHUFF32X4, $0x44, $0xee, Z15, Z11)
+	DOTLEVEL(VSHUFF32X4, $0x88, $0xdd, Z8, Z0)
+	DOTLEVEL(VSHUFF32X4, $0x88, $0xdd, Z9, Z1)
+	DOTLEVEL(VSHUFF32X4, $0x88, $0xdd, Z10, Z2)
+	DOTLEVEL(VSHUFF32X4, $0x88, $0xdd, Z11, Z3)
+	DOTLEVEL(VSHUFPS, $0x88, $0xdd, Z1, Z0)
+	DOTLEVEL(VSHUFPS, $0x88, $0xdd, Z3, Z2)
+	DOTLEVEL(VSHUFPS, $0x88, $0xdd, Z2, Z0)
+
+	VBROADCASTSS alpha+72(FP), Z16
+	VMULPS       Z16, Z0, Z0
+
+	// Row i's two values are lanes 2i, 2i+1: each row stores Z0 under the
+	// mask of its lanes (K2, shifted by 2 per row) at c + i·ldc - 2i floats,
+	// which puts them at c[i, 0] and c[i, 1].
+	MOVQ  nr+64(FP), CX
+	LOWMASK(AX)
+	KMOVW AX, K2
+	MOVQ  c+40(FP), DX
+	MOVQ  ldc+48(FP), R12
+	SHLQ  $2, R12
+	SUBQ  $8, R12
+	MOVQ  mr+56(FP), BX
+	MOVL  beta+76(FP), AX
+	ANDL  $0x7fffffff, AX
+	JEQ   dotbeta0
+	VBROADCASTSS beta+76(FP), Z17
+
+dotrowb:
+	VMOVUPS.Z   (DX), K2, Z1
+	VFMADD231PS Z1, Z17, Z0
+	VMOVUPS     Z0, K2, (DX)
+	DECQ        BX
+	JEQ         dotdone
+	ADDQ        R12, DX
+	KSHIFTLW    $2, K2, K2
+	JMP         dotrowb
+
+dotbeta0:
+	VMOVUPS  Z0, K2, (DX)
+	DECQ     BX
+	JEQ      dotdone
+	ADDQ     R12, DX
+	KSHIFTLW $2, K2, K2
+	JMP      dotbeta0
+
+dotdone:
+	VZEROUPPER
+	RET
+
+// ---------------------------------------------------------------------------
+// AVX2 + FMA: 6×16 tile, 12 accumulators (Y0..Y11: row i in Y2i, Y2i+1),
+// rows of A at SI, AX, BX, DX, R8, R9. AVX2 has no cheap masked load, so
+// B's loads are full: the caller pads a partial panel of B to 16 columns.
+// Stores to c are masked when nr < 16.
+
+#define FMA6x16(y0, y1, bcst) \
+	VFMADD231PS Y12, bcst, y0; \
+	VFMADD231PS Y13, bcst, y1
+
+#define STEP6x16 \
+	VMOVUPS      (DI), Y12;   \
+	VMOVUPS      32(DI), Y13; \
+	VBROADCASTSS (SI), Y14;   \
+	VBROADCASTSS (AX), Y15;   \
+	FMA6x16(Y0, Y1, Y14);     \
+	FMA6x16(Y2, Y3, Y15);     \
+	VBROADCASTSS (BX), Y14;   \
+	VBROADCASTSS (DX), Y15;   \
+	FMA6x16(Y4, Y5, Y14);     \
+	FMA6x16(Y6, Y7, Y15);     \
+	VBROADCASTSS (R8), Y14;   \
+	VBROADCASTSS (R9), Y15;   \
+	FMA6x16(Y8, Y9, Y14);     \
+	FMA6x16(Y10, Y11, Y15)
+
+#define STEP6x16X \
+	VMOVUPS      (DI)(R11*1), Y12;   \
+	VMOVUPS      32(DI)(R11*1), Y13; \
+	VBROADCASTSS (SI)(R10*1), Y14;   \
+	VBROADCASTSS (AX)(R10*1), Y15;   \
+	FMA6x16(Y0, Y1, Y14);            \
+	FMA6x16(Y2, Y3, Y15);            \
+	VBROADCASTSS (BX)(R10*1), Y14;   \
+	VBROADCASTSS (DX)(R10*1), Y15;   \
+	FMA6x16(Y4, Y5, Y14);            \
+	FMA6x16(Y6, Y7, Y15);            \
+	VBROADCASTSS (R8)(R10*1), Y14;   \
+	VBROADCASTSS (R9)(R10*1), Y15;   \
+	FMA6x16(Y8, Y9, Y14);            \
+	FMA6x16(Y10, Y11, Y15)
+
+#define ADVANCE6x16 \
+	ADVANCE(SI, R10); \
+	ADVANCE(AX, R10); \
+	ADVANCE(BX, R10); \
+	ADVANCE(DX, R10); \
+	ADVANCE(R8, R10); \
+	ADVANCE(R9, R10); \
+	ADVANCE(DI, R11)
+
+// Full-width rows (Y14 = beta).
+#define ROW0_6x16(y0, y1) \
+	VMOVUPS y0, (DX); \
+	VMOVUPS y1, 32(DX)
+
+#define ROWB_6x16(y0, y1) \
+	VFMADD231PS (DX), Y14, y0;   \
+	VFMADD231PS 32(DX), Y14, y1; \
+	VMOVUPS     y0, (DX);        \
+	VMOVUPS     y1, 32(DX)
+
+// Rows masked to nr columns (Y12, Y13 = masks, Y14 = beta, Y15 scratch).
+#define ROW0M_6x16(y0, y1) \
+	VMASKMOVPS y0, Y12, (DX); \
+	VMASKMOVPS y1, Y13, 32(DX)
+
+#define ROWBM_6x16(y0, y1) \
+	VMASKMOVPS  (DX), Y12, Y15;   \
+	VFMADD231PS Y15, Y14, y0;     \
+	VMASKMOVPS  32(DX), Y13, Y15; \
+	VFMADD231PS Y15, Y14, y1;     \
+	VMASKMOVPS  y0, Y12, (DX);    \
+	VMASKMOVPS  y1, Y13, 32(DX)
+
+#define ROWS6x16(row) \
+	row(Y0, Y1);            \
+	NEXTROW(1, avx2done);   \
+	row(Y2, Y3);            \
+	NEXTROW(2, avx2done);   \
+	row(Y4, Y5);            \
+	NEXTROW(3, avx2done);   \
+	row(Y6, Y7);            \
+	NEXTROW(4, avx2done);   \
+	row(Y8, Y9);            \
+	NEXTROW(5, avx2done);   \
+	row(Y10, Y11);          \
+	JMP avx2done
+
+// func sgemmAVX2(k int, a *float32, ars, aks int, b *float32, bks int, c *float32, ldc, mr, nr int, alpha, beta float32)
+TEXT ·sgemmAVX2(SB), NOSPLIT, $0-88
+	OUTERARGS(ROWPTRS6)
+
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+
+	KLOOP(STEP6x16, STEP6x16X, ADVANCE6x16, avx2loop, avx2tail, avx2store)
+
+avx2store:
+	VBROADCASTSS alpha+80(FP), Y14
+	VMULPS       Y14, Y0, Y0
+	VMULPS       Y14, Y1, Y1
+	VMULPS       Y14, Y2, Y2
+	VMULPS       Y14, Y3, Y3
+	VMULPS       Y14, Y4, Y4
+	VMULPS       Y14, Y5, Y5
+	VMULPS       Y14, Y6, Y6
+	VMULPS       Y14, Y7, Y7
+	VMULPS       Y14, Y8, Y8
+	VMULPS       Y14, Y9, Y9
+	VMULPS       Y14, Y10, Y10
+	VMULPS       Y14, Y11, Y11
+	VBROADCASTSS beta+84(FP), Y14
+
+	MOVQ c+48(FP), DX
+	MOVQ ldc+56(FP), R12
+	SHLQ $2, R12
+	MOVQ mr+64(FP), BX
+	MOVL beta+84(FP), AX
+	ANDL $0x7fffffff, AX
+	MOVQ nr+72(FP), CX
+	CMPQ CX, $16
+	JNE  avx2masked
+
+	TESTL AX, AX
+	JEQ   avx2full0
+	ROWS6x16(ROWB_6x16)
+
+avx2full0:
+	ROWS6x16(ROW0_6x16)
+
+avx2masked:
+	// Lane j of the masks is all ones when column j (Y12) or 8+j (Y13) is
+	// below nr: sgemmMask holds 16 all-ones words and then 16 zeros.
+	LEAQ    sgemmMask<>(SB), R8
+	NEGQ    CX
+	LEAQ    64(R8)(CX*4), R8
+	VMOVUPS (R8), Y12
+	VMOVUPS 32(R8), Y13
+	TESTL   AX, AX
+	JEQ     avx2masked0
+	ROWS6x16(ROWBM_6x16)
+
+avx2masked0:
+	ROWS6x16(ROW0M_6x16)
+
+avx2done:
+	VZEROUPPER
+	RET
+
+DATA sgemmMask<>+0(SB)/8, $0xffffffffffffffff
+DATA sgemmMask<>+8(SB)/8, $0xffffffffffffffff
+DATA sgemmMask<>+16(SB)/8, $0xffffffffffffffff
+DATA sgemmMask<>+24(SB)/8, $0xffffffffffffffff
+DATA sgemmMask<>+32(SB)/8, $0xffffffffffffffff
+DATA sgemmMask<>+40(SB)/8, $0xffffffffffffffff
+DATA sgemmMask<>+48(SB)/8, $0xffffffffffffffff
+DATA sgemmMask<>+56(SB)/8, $0xffffffffffffffff
+DATA sgemmMask<>+64(SB)/8, $0
+DATA sgemmMask<>+72(SB)/8, $0
+DATA sgemmMask<>+80(SB)/8, $0
+DATA sgemmMask<>+88(SB)/8, $0
+DATA sgemmMask<>+96(SB)/8, $0
+DATA sgemmMask<>+104(SB)/8, $0
+DATA sgemmMask<>+112(SB)/8, $0
+DATA sgemmMask<>+120(SB)/8, $0
+GLOBL sgemmMask<>(SB), RODATA|NOPTR, $128
+
+// ---------------------------------------------------------------------------
+// Transposing pack (AVX): dst[c·ldd + r] = src[r·lds + c] for r < rows,
+// c < cols, both multiples of 8, in 8×8 blocks. Each block loads its rows in
+// halves, rows r and r+4 together (so the cross-lane step is done by the
+// loads), then runs two 4×4 transposes per 128-bit lane: 8 unpacks and 8
+// shuffles for 64 values.
+
+// LOADHALF loads columns off..off+3 of rows r (base) and r+4 (base4).
+#define LOADHALF(base, base4, off, y, x) \
+	VMOVUPS     off base, x; \
+	VINSERTF128 $1, off base4, y, y
+
+// TRANS4 writes the four columns held by y0..y3 (rows 0-3 low, 4-7 high)
+// to dst rows at DX, DX+ldd, DX+2·ldd, DX+3·ldd (R11 = ldd, R12 = 3·ldd).
+#define TRANS4(y0, y1, y2, y3) \
+	VUNPCKLPS y1, y0, Y8;         \
+	VUNPCKHPS y1, y0, Y9;         \
+	VUNPCKLPS y3, y2, Y10;        \
+	VUNPCKHPS y3, y2, Y11;        \
+	VSHUFPS   $0x44, Y10, Y8, Y12; \
+	VSHUFPS   $0xee, Y10, Y8, Y13; \
+	VSHUFPS   $0x44, Y11, Y9, Y14; \
+	VSHUFPS   $0xee, Y11, Y9, Y15; \
+	VMOVUPS   Y12, (DX);          \
+	VMOVUPS   Y13, (DX)(R11*1);   \
+	VMOVUPS   Y14, (DX)(R11*2);   \
+	VMOVUPS   Y15, (DX)(R12*1)
+
+// func sgemmPackT(dst *float32, ldd int, src *float32, lds, rows, cols int)
+TEXT ·sgemmPackT(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ ldd+8(FP), R11
+	SHLQ $2, R11
+	LEAQ (R11)(R11*2), R12
+	MOVQ src+16(FP), SI
+	MOVQ lds+24(FP), R8
+	SHLQ $2, R8
+	LEAQ (R8)(R8*2), R9
+	MOVQ rows+32(FP), BX
+	SHRQ $3, BX
+	JEQ  packdone
+
+packrows:
+	// SI: row r of src; DI: column r of dst.
+	LEAQ (SI)(R8*4), R13
+	MOVQ SI, AX
+	MOVQ R13, R10
+	MOVQ DI, DX
+	MOVQ cols+40(FP), CX
+	SHRQ $3, CX
+	JEQ  packnext
+
+packcols:
+	LOADHALF((AX), (R10), 0, Y0, X0)
+	LOADHALF((AX)(R8*1), (R10)(R8*1), 0, Y1, X1)
+	LOADHALF((AX)(R8*2), (R10)(R8*2), 0, Y2, X2)
+	LOADHALF((AX)(R9*1), (R10)(R9*1), 0, Y3, X3)
+	LOADHALF((AX), (R10), 16, Y4, X4)
+	LOADHALF((AX)(R8*1), (R10)(R8*1), 16, Y5, X5)
+	LOADHALF((AX)(R8*2), (R10)(R8*2), 16, Y6, X6)
+	LOADHALF((AX)(R9*1), (R10)(R9*1), 16, Y7, X7)
+
+	TRANS4(Y0, Y1, Y2, Y3)
+	LEAQ (DX)(R11*4), DX
+	TRANS4(Y4, Y5, Y6, Y7)
+	LEAQ (DX)(R11*4), DX
+
+	ADDQ $32, AX
+	ADDQ $32, R10
+	DECQ CX
+	JNE  packcols
+
+packnext:
+	LEAQ (SI)(R8*8), SI
+	ADDQ $32, DI
+	DECQ BX
+	JNE  packrows
+
+packdone:
+	VZEROUPPER
+	RET
