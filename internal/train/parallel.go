@@ -33,7 +33,7 @@ func (j *job) setupWorkers() error {
 		if c.Ranks > 1 {
 			return fmt.Errorf("dist.ranks: %d, but dist.backend local runs in one process (expected 0 or 1, or dist.backend mpi)", c.Ranks)
 		}
-		members, err := dist.NewLocal(c.Workers)
+		members, err := newLocalGroup(c.Workers)
 		if err != nil {
 			return err
 		}
@@ -67,6 +67,10 @@ func (j *job) setupWorkers() error {
 	}
 	return fmt.Errorf("dist.backend: unknown backend %q (expected local or mpi)", c.Backend)
 }
+
+// newLocalGroup connects the local backend's workers; tests replace it to sum
+// in another backend's order.
+var newLocalGroup = dist.NewLocal
 
 // checkLocalLaunch fails when a parallel launcher (mpirun, srun) started this
 // process as one of several: with the local backend each would train alone,
