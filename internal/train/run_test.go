@@ -255,18 +255,18 @@ func TestWorkersEquivalentOnFashionMNIST(t *testing.T) {
 
 // TestWorkersEquivalentOverAnEpoch: mlp, plain SGD (lr 0.01, no momentum, no
 // weight decay) for one whole epoch of Fashion-MNIST (468 steps): 4 workers x
-// 32 and 1 worker x 128 end with parameters within 1e-5 (measured 2.5e-7) and
-// the same test accuracy. Momentum 0.9 at lr 0.05 amplifies the float32
-// rounding differences over an epoch to ~0.07 (see TestWorkersEquivalentOnFashionMNIST).
+// 32 and 1 worker x 128 end with parameters within 2e-3 (relative) and test
+// accuracies within 0.5 points. The runs agree to float32 rounding for about
+// 150 steps, after which training amplifies the rounding differences by an
+// amount that depends on the seed and the GEMM: measured over seeds 1-8,
+// 9e-6 to 8e-4 with gonum's and with the assembly GEMM, 2.3e-4 here, 6.8e-5
+// with OpenBLAS. The bound is the one property that holds for all of them; a
+// real fault (sums not averaged, shards overlapping) moves the parameters by
+// orders of magnitude more. TestWorkersEquivalentOnFashionMNIST checks the
+// tight bound over the steps before the amplification.
 func TestWorkersEquivalentOverAnEpoch(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains a whole epoch on the real data")
-	}
-	if models.BLAS != "gonum" {
-		// OpenBLAS blocks a 128-row product differently from a 32-row one, so the
-		// two runs round differently from the first step (measured 6.8e-5 after
-		// the epoch); the bound holds for the default pure-Go build.
-		t.Skipf("the 1e-5 bound is for the pure-Go build; this build uses %s", models.BLAS)
 	}
 	dir := filepath.Dir(datatest.Dir(t, "fashion-mnist"))
 	cfg, err := configs.Load("", []string{"data.dir=" + dir, "train.epochs=1", "train.progress=false",
@@ -274,10 +274,11 @@ func TestWorkersEquivalentOverAnEpoch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	const epochTol, accTol = 2e-3, 0.005
 	rd, acc1, acc4 := equivalenceAcc(t, cfg, "mlp")
-	if rd > equivalenceTol || acc1 != acc4 {
-		t.Errorf("mlp over one epoch: parameters differ by %.3g (relative, expected <= %g), test accuracy %v vs %v (expected equal)",
-			rd, equivalenceTol, acc1, acc4)
+	if rd > epochTol || math.Abs(acc1-acc4) > accTol {
+		t.Errorf("mlp over one epoch: parameters differ by %.3g (relative, expected <= %g), test accuracy %v vs %v (expected within %g)",
+			rd, epochTol, acc1, acc4, accTol)
 	}
 }
 
