@@ -174,10 +174,15 @@ func newNet(cfg Config, in Input, batch, evalBatch int, seed int64, dt tensor.Dt
 	for i, p := range n.train.b.params {
 		learnables[i] = p.node
 	}
-	if _, err := G.Grad(n.train.loss, learnables...); err != nil {
+	grads, err := G.Grad(n.train.loss, learnables...)
+	if err != nil {
 		return nil, fmt.Errorf("model %s: gradient: %w", cfg.Name, err)
 	}
-	n.tm = G.NewTapeMachine(n.train.b.g, G.BindDualValues(learnables...))
+	// Only what the loss and the parameters' gradients need: G.Grad also
+	// builds the gradients of the inputs (for the MLP, a product as large as
+	// its first layer's), which nothing reads.
+	train := n.train.b.g.ExactSubgraphRoots(append(G.Nodes{n.train.loss}, grads...)...)
+	n.tm = G.NewTapeMachine(train, G.BindDualValues(learnables...))
 	n.em = G.NewTapeMachine(n.eval.b.g)
 	// NewTapeMachine switches every BatchNorm op to training (Gorgonia's op also
 	// resets its running statistics); start them all at mean 0, variance 1. The
