@@ -56,15 +56,18 @@ import "C"
 import (
 	"unsafe"
 
-	"gonum.org/v1/netlib/blas/netlib"
 	G "gorgonia.org/gorgonia"
+
+	"github.com/gradwire/gradwire/models/ops"
 )
 
 // BLAS names the matrix-multiply back-end this binary was built with.
 const BLAS = "openblas"
 
-// useBLAS routes Gorgonia's matrix products through OpenBLAS (cgo, libopenblas-dev).
-func useBLAS() { G.Use(netlib.Implementation{}) }
+// useBLAS routes Gorgonia's matrix products through OpenBLAS (cgo,
+// libopenblas-dev), float32 products through the assembly GEMM where the CPU
+// has a kernel for it (ops.OpenBLAS).
+func useBLAS() { G.Use(ops.OpenBLAS{}) }
 
 // BLASCoreType is the kernel set OpenBLAS runs (OPENBLAS_CORETYPE names, such
 // as SkylakeX or Haswell), for run summaries.

@@ -25,14 +25,14 @@ func transpose(t bool) blas.Transpose {
 // gemm computes the row-major c = op(a)·op(b) + beta·c, op(a) m×k and op(b) k×n,
 // where op transposes when tA (tB) is set, on the calling goroutine: the fast
 // ops already run one GEMM per worker. Float32 products go to the assembly
-// GEMM (sgemm.go) when the CPU has a kernel for it and no BLAS was linked in.
+// GEMM (sgemm.go) when the CPU has a kernel for it, in every build.
 //
 // gonum's pure-Go GEMM spreads a product of four or more 64×64 blocks of c over
 // new goroutines, allocating on every call, so gemm hands it tiles small
 // enough to run serially.
 func gemm[T elem](tA, tB bool, m, n, k int, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
 	if aa, ok := any(a).([]float32); ok {
-		if kern := sgemmAsm; kern != nil && pureGoBLAS() {
+		if kern := sgemmAsm; kern != nil {
 			sgemm(kern, tA, tB, m, n, k, 1, aa, lda, any(b).([]float32), ldb, float32(beta), any(c).([]float32), ldc)
 			return
 		}

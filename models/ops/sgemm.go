@@ -95,8 +95,9 @@ func bestSgemmKernel() *sgemmKernel {
 	return sgemmKernels[len(sgemmKernels)-1]
 }
 
-// useSgemmKernel makes gemm multiply float32 matrices with k (nil: gonum) and
-// returns a function that restores the previous kernel. Not safe while ops run.
+// useSgemmKernel makes gemm multiply float32 matrices with k (nil: gonum, or
+// OpenBLAS in the openblas build) and returns a function that restores the
+// previous kernel. Not safe while ops run.
 func useSgemmKernel(k *sgemmKernel) (restore func()) {
 	prevK, prevNative := sgemmAsm, nativeGEMM
 	sgemmAsm = k
@@ -106,9 +107,9 @@ func useSgemmKernel(k *sgemmKernel) (restore func()) {
 	return func() { sgemmAsm, nativeGEMM = prevK, prevNative }
 }
 
-// pureGoBLAS reports whether the fast ops' float32 products go to gonum (the
-// default build) rather than to a BLAS set by a build tag (OpenBLAS), which
-// then stays in charge.
+// pureGoBLAS reports whether the float32 products that no assembly kernel
+// runs go to gonum (the default build) rather than to a BLAS set by a build
+// tag (OpenBLAS).
 func pureGoBLAS() bool {
 	_, ok := sgemmImpl.(gonum.Implementation)
 	return ok
@@ -313,17 +314,23 @@ func scaleRows(m, n int, beta float32, c []float32, ldc int) {
 const sgemmParallelMin = 1 << 20
 
 // BLAS is gonum's pure-Go BLAS with Sgemm on the assembly GEMM when the CPU
-// has a kernel for it, for Gorgonia's own matrix products (gorgonia.Use).
-// Unlike the fast ops' GEMM, which runs on one goroutine per batch shard, it
-// splits a large product over GOMAXPROCS goroutines, as gonum's Sgemm does:
-// Gorgonia runs one op at a time.
+// has a kernel for it, for Gorgonia's own matrix products (gorgonia.Use) in
+// the default build (OpenBLAS is its openblas-build counterpart).
 type BLAS struct{ gonum.Implementation }
 
 // Sgemm computes c = alpha·op(a)·op(b) + beta·c (row-major).
 func (impl BLAS) Sgemm(tA, tB blas.Transpose, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	sgemmSplit(impl.Implementation, tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// sgemmSplit is Gorgonia's Sgemm: the assembly GEMM when the CPU has a kernel
+// for it, fallback's otherwise. Unlike the fast ops' GEMM, which runs on one
+// goroutine per batch shard, it splits a large product over GOMAXPROCS
+// goroutines, as gonum's Sgemm does: Gorgonia runs one op at a time.
+func sgemmSplit(fallback blas.Float32Level3, tA, tB blas.Transpose, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	kern := sgemmAsm
 	if kern == nil {
-		impl.Implementation.Sgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		fallback.Sgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}
 	ta, tb := isTrans(tA), isTrans(tB)

@@ -1,13 +1,12 @@
-//go:build !amd64 || openblas
+//go:build !amd64
 
 package ops
 
 import "unsafe"
 
-// archSgemmKernels: there are assembly GEMM kernels for amd64 only, and not
-// in the openblas build (Go does not assemble Plan 9 assembly in a package
-// that uses cgo; OpenBLAS multiplies there). Elsewhere gemm multiplies float32
-// matrices with gonum.
+// archSgemmKernels: there are assembly GEMM kernels for amd64 only;
+// elsewhere gemm multiplies float32 matrices with gonum, or OpenBLAS in the
+// openblas build.
 func archSgemmKernels() []*sgemmKernel { return nil }
 
 // sgemmPackT is the portable transpose of sgemm_amd64.s's, for the driver to

@@ -1,8 +1,6 @@
-//go:build !openblas
-
 #include "textflag.h"
 
-// Register-blocked SGEMM micro-kernels (see sgemm.go for the blocking around
+// Register-blocked SGEMM micro-kernels (see models/ops/sgemm.go for the blocking around
 // them) and the transposing pack. The outer-product kernels compute one tile
 // of the row-major C:
 //
@@ -234,7 +232,7 @@ tail:              \
 	JMP avx512done
 
 // func sgemmAVX512(k int, a *float32, ars, aks int, b *float32, bks int, c *float32, ldc, mr, nr int, alpha, beta float32)
-TEXT ·sgemmAVX512(SB), NOSPLIT, $0-88
+TEXT ·SgemmAVX512(SB), NOSPLIT, $0-88
 	// Column masks: K1 = columns 0..15 below nr, K2 = columns 16..31.
 	MOVQ  nr+72(FP), CX
 	LOWMASK(AX)
@@ -322,7 +320,7 @@ avx512done:
 	VADDPS Z31, Z30, x
 
 // func sgemmDotAVX512(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc, mr, nr int, alpha, beta float32)
-TEXT ·sgemmDotAVX512(SB), NOSPLIT, $0-80
+TEXT ·SgemmDotAVX512(SB), NOSPLIT, $0-80
 	// K1: the lanes of the last, partial chunk of k (none when 16 | k).
 	MOVQ  k+0(FP), CX
 	ANDQ  $15, CX
@@ -510,7 +508,7 @@ dotdone:
 	JMP avx2done
 
 // func sgemmAVX2(k int, a *float32, ars, aks int, b *float32, bks int, c *float32, ldc, mr, nr int, alpha, beta float32)
-TEXT ·sgemmAVX2(SB), NOSPLIT, $0-88
+TEXT ·SgemmAVX2(SB), NOSPLIT, $0-88
 	OUTERARGS(ROWPTRS6)
 
 	VXORPS Y0, Y0, Y0
@@ -627,7 +625,7 @@ GLOBL sgemmMask<>(SB), RODATA|NOPTR, $128
 	VMOVUPS   Y15, (DX)(R12*1)
 
 // func sgemmPackT(dst *float32, ldd int, src *float32, lds, rows, cols int)
-TEXT ·sgemmPackT(SB), NOSPLIT, $0-48
+TEXT ·PackT(SB), NOSPLIT, $0-48
 	MOVQ dst+0(FP), DI
 	MOVQ ldd+8(FP), R11
 	SHLQ $2, R11
