@@ -31,9 +31,11 @@ import (
 //   - With the sampled threshold, every element that passes is sent when the
 //     count lies in [0.8k, 1.3k]; the reference truncates to the first k by
 //     index, which favours low indices over larger magnitudes.
-//   - A tensor smaller than the minimum sample (ceil(2/density) elements) is
-//     not sampled: its threshold would be the exact k-th magnitude anyway, so it
-//     takes the exact top-k directly.
+//   - A tensor smaller than three times the sample (ratio·n, at least
+//     ceil(2/density) elements) is not sampled: its stride would be 1, so the
+//     "sample" would be its first elements; it takes the exact top-k. Larger tensors are sampled at the
+//     (odd) stride up to their end, not for a fixed count from the offset,
+//     which left the tail unsampled.
 //   - Sent entries are removed from v by subtracting what was sent: exactly
 //     v[idx] = 0 with float32 values; with float16 values the rounding error
 //     stays in v as error feedback instead of being lost.
@@ -229,7 +231,8 @@ func momentumAccumulate(g, w, u, v []float32, scale float32, h Hyper) {
 }
 
 // sampleThreshold is the reference's threshold estimate: the top-th largest
-// magnitude among the samples v[offset], v[offset+stride], ... of v after
+// magnitude among the samples v[offset], v[offset+stride], ... (to the end)
+// of v after
 // accumulate. It is taken before accumulating, so that accumulateSelect can
 // check every element while it is in cache: the samples are accumulated on
 // copies, by accumulate itself, so they get the same bits.
@@ -240,14 +243,14 @@ func (c *dgc) sampleThreshold(g, w, u, v []float32, scale float32, p dgcSampling
 			return nil
 		}
 		dst = dst[:0]
-		for i := range p.samples {
-			dst = append(dst, src[offset+i*p.stride])
+		for i := offset; i < len(src); i += p.stride {
+			dst = append(dst, src[i])
 		}
 		return dst
 	}
 	s.sg, s.sw, s.su, s.vals = gather(s.sg, g), gather(s.sw, w), gather(s.su, u), gather(s.vals, v)
 	c.accumulate(s.sg, s.sw, s.su, s.vals, scale)
-	thr, _ := s.sel.kth(s.vals, p.top)
+	thr, _ := s.sel.kth(s.vals, p.top(len(s.vals)))
 	return thr
 }
 
@@ -317,7 +320,7 @@ func (c *dgc) encode(grad []float32, flat bool, info StepInfo) (Payload, error) 
 		v, g := c.v[lo:hi], tensorIn(grad, t, flat)
 		k := sparseK(t.Size, density)
 		var idx []int32
-		if p := dgcPlan(t.Size, density, c.cfg.SampleRatio); c.cfg.Sampling && p.samples < t.Size {
+		if p := dgcPlan(t.Size, density, c.cfg.SampleRatio); c.cfg.Sampling && !p.whole {
 			thr := c.sampleThreshold(g, w, u, v, scale, p, c.sampleOffset(info.Step, ti, p.stride))
 			idx = c.sel.settle(v, k, thr, c.accumulateSelect(g, w, u, v, scale, thr))
 		} else {

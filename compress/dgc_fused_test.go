@@ -14,10 +14,10 @@ import (
 // implementation's order of work).
 func dgcSampledReference(s *dgcSelect, v []float32, k int, p dgcSampling, offset int) []int32 {
 	var vals []float32
-	for i := range p.samples {
-		vals = append(vals, v[offset+i*p.stride])
+	for i := offset; i < len(v); i += p.stride {
+		vals = append(vals, v[i])
 	}
-	thr, _ := s.sel.kth(vals, p.top)
+	thr, _ := s.sel.kth(vals, p.top(len(vals)))
 	for try := 0; ; try++ {
 		pass := s.atLeast(v, thr)
 		switch {
@@ -76,7 +76,7 @@ func TestDGCThresholdBeforeAccumulating(t *testing.T) {
 				}
 				for _, density := range []float64{0.01, 0.001} {
 					p := dgcPlan(n, density, 0.01)
-					if p.samples >= n {
+					if p.whole {
 						continue
 					}
 					k := sparseK(n, density)

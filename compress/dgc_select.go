@@ -20,27 +20,40 @@ const (
 
 // dgcSampling is the sampling plan of a tensor at a density.
 type dgcSampling struct {
-	samples int // number of sampled elements; the tensor's size means all (exact top-k)
-	stride  int // distance between samples
-	top     int // the threshold is the top-th largest sampled magnitude
+	n      int // the tensor's size
+	whole  bool
+	stride int     // distance between samples
+	dens   float64 // the density
 }
 
-// dgcPlan samples ratio*n of n elements but at least ceil(2/density), so that
-// the threshold rests on at least two sampled elements; a tensor that small is
-// taken whole.
+// dgcPlan samples every stride-th element of the n from a random offset below
+// the stride to the end of the tensor, the stride odd and at most n/want for
+// want = max(ratio·n, ceil(2/density)) samples, so that the threshold rests
+// on at least two sampled elements. An odd stride does not alias with the
+// power-of-two row lengths of weight matrices (the reference's strides are
+// 32j+1 for the same reason). Where the stride would be 1 (the tensor holds
+// fewer than three times want elements) the tensor is taken whole (exact
+// top-k): a run of consecutive elements from offset 0 would estimate the
+// threshold from the tensor's first part alone.
 func dgcPlan(n int, density, ratio float64) dgcSampling {
 	want := max(int(math.Ceil(float64(n)*ratio)), int(math.Ceil(2/density)))
-	if want >= n {
-		return dgcSampling{samples: n, stride: 1, top: sparseK(n, density)}
-	}
 	stride := n / want
-	// An odd stride does not alias with the power-of-two row lengths of
-	// weight matrices (the reference's strides are 32j+1 for the same reason).
-	if stride > 1 && stride%2 == 0 {
+	if stride%2 == 0 {
 		stride--
 	}
-	return dgcSampling{samples: want, stride: stride, top: sparseK(want, density)}
+	if stride < 2 {
+		return dgcSampling{n: n, whole: true, stride: 1, dens: density}
+	}
+	return dgcSampling{n: n, stride: stride, dens: density}
 }
+
+// count is the number of samples from offset: offset, offset+stride, ...
+// up to the tensor's end.
+func (p dgcSampling) count(offset int) int { return (p.n-1-offset)/p.stride + 1 }
+
+// top is the rank of the threshold among count samples: the sample's share
+// of the density.
+func (p dgcSampling) top(count int) int { return sparseK(count, p.dens) }
 
 // dgcSelect is the reusable scratch of DGC's selection: the buffers grow to
 // the largest size met and are reused, so steady-state steps do not allocate.

@@ -274,37 +274,39 @@ func TestDGCLocalClipping(t *testing.T) {
 	}
 }
 
-// dgcSampledCase builds a 10000-element tensor at density 0.01 (k = 100) with
-// the sampled threshold: 200 samples (1% = 100, but at least 2/0.01 = 200) at
-// stride 10000/200 = 50, made odd: 49; the threshold is the 2nd largest of
-// the 200 sampled magnitudes (ceil(200*0.01) = 2). The bounds are 0.8k = 80
-// and 1.3k = 130. Momentum correction is off, so v is the gradient.
+// dgcSampledCase builds a 9800-element tensor at density 0.01 (k = 98) with
+// the sampled threshold: at least 200 samples (1% = 98, but at least 2/0.01 =
+// 200) at stride 9800/200 = 49 (odd), so from any offset o < 49 exactly 200
+// samples (o + 49·199 <= 9799 < o + 49·200); the threshold is the 2nd largest
+// of the 200 sampled magnitudes (ceil(200·0.01) = 2). The bounds are 0.8k =
+// 78.4 and 1.3k = 127.4. Momentum correction is off, so v is the gradient.
 func dgcSampledCase(t *testing.T) *dgc {
 	cfg := dgcTestConfig(0.01)
 	cfg.DGC.Sampling = true
 	cfg.DGC.MomentumCorrection = false
-	c := dgcBuild(t, cfg, []int{10000}, 1, 0, Hyper{})
-	if p := dgcPlan(10000, 0.01, 0.01); p != (dgcSampling{samples: 200, stride: 49, top: 2}) {
+	c := dgcBuild(t, cfg, []int{9800}, 1, 0, Hyper{})
+	p := dgcPlan(9800, 0.01, 0.01)
+	if p.whole || p.stride != 49 {
 		t.Fatalf("sampling plan %+v", p)
+	}
+	for o := range 49 {
+		if n := p.count(o); n != 200 || p.top(n) != 2 {
+			t.Fatalf("offset %d: %d samples, threshold rank %d; want 200, 2", o, n, p.top(n))
+		}
 	}
 	return c
 }
 
 func TestDGCSampledThreshold(t *testing.T) {
 	t.Run("within bounds", func(t *testing.T) {
-		// v is constant on blocks of 49: v[i] = b+1 for block b = i/49 < 200,
-		// 0.5 beyond (blocks 200..204). Whatever the offset o < 49, sample j
-		// (at o + 49j) lies in block j: the samples are 1..200 and the threshold
-		// is 199. Blocks 198 and 199 pass: 98 elements, 9702..9799, within
-		// [80, 130], all sent.
+		// v is constant on blocks of 49: v[i] = b+1 for block b = i/49 < 200.
+		// Whatever the offset o < 49, sample j (at o + 49j) lies in block j:
+		// the samples are 1..200 and the threshold is 199. Blocks 198 and 199
+		// pass: 98 elements, 9702..9799, within [78.4, 127.4], all sent.
 		c := dgcSampledCase(t)
-		g := make([]float32, 10000)
+		g := make([]float32, 9800)
 		for i := range g {
-			if b := i / 49; b < 200 {
-				g[i] = float32(b + 1)
-			} else {
-				g[i] = 0.5
-			}
+			g[i] = float32(i/49 + 1)
 		}
 		for step := range 3 { // three different offsets
 			clear(c.v)
@@ -317,12 +319,12 @@ func TestDGCSampledThreshold(t *testing.T) {
 	t.Run("ties fall back to exact top-k", func(t *testing.T) {
 		// v = 1 everywhere but 2 at the 30 positions 7+300m. The samples hold
 		// 1s and perhaps some 2s: with fewer than two 2s sampled the threshold
-		// is 1 and all 10000 pass; with two or more it is 2, 30 pass (< 80) and
-		// it is lowered to 1.6, 1.28, 1.024, 0.82, where all pass. 10000 > 130:
-		// the exact top-100 among them: the 30 twos and the 70 lowest-index ones
-		// (0..70 without 7).
+		// is 1 and all 9800 pass; with two or more it is 2, 30 pass (< 78.4)
+		// and it is lowered to 1.6, 1.28, 1.024, 0.82, where all pass. 9800 >
+		// 127.4: the exact top-98 among them: the 30 twos and the 68
+		// lowest-index ones (0..68 without 7).
 		c := dgcSampledCase(t)
-		g := make([]float32, 10000)
+		g := make([]float32, 9800)
 		for i := range g {
 			g[i] = 1
 		}
@@ -330,8 +332,8 @@ func TestDGCSampledThreshold(t *testing.T) {
 		for m := range 30 {
 			g[7+300*m] = 2
 		}
-		for i := int32(0); len(want) < 100; i++ {
-			if i <= 70 || (i-7)%300 == 0 {
+		for i := int32(0); len(want) < 98; i++ {
+			if i <= 68 || (i-7)%300 == 0 {
 				want = append(want, i)
 			}
 		}
@@ -343,11 +345,11 @@ func TestDGCSampledThreshold(t *testing.T) {
 	t.Run("lowered into bounds", func(t *testing.T) {
 		// 1.25 at two sampled positions (o and o+49, o the step's offset), 1.1
 		// at 98 positions that are never sampled (i-o not a multiple of 49),
-		// 0.5 elsewhere. Threshold 1.25 (2nd largest sample): 2 pass (< 80);
+		// 0.5 elsewhere. Threshold 1.25 (2nd largest sample): 2 pass (< 78.4);
 		// lowered once to 1.25*0.8 = 1: 100 pass, within bounds, all sent.
 		c := dgcSampledCase(t)
 		o := c.sampleOffset(5, 0, 49)
-		g := make([]float32, 10000)
+		g := make([]float32, 9800)
 		for i := range g {
 			g[i] = 0.5
 		}
@@ -369,7 +371,7 @@ func TestDGCSampledThreshold(t *testing.T) {
 		// then what passes is sent: 2 elements.
 		c := dgcSampledCase(t)
 		o := c.sampleOffset(3, 0, 49)
-		g := make([]float32, 10000)
+		g := make([]float32, 9800)
 		for i := range g {
 			g[i] = 1
 		}
@@ -424,7 +426,7 @@ func cmpAbs(a, b float32) int {
 func TestDGCSmallTensorIsExact(t *testing.T) {
 	// 150 elements at density 0.01 are fewer than the minimum sample
 	// ceil(2/0.01) = 200: no sampling, the exact top-2 (ceil(1.5)).
-	if p := dgcPlan(150, 0.01, 0.01); p.samples != 150 {
+	if p := dgcPlan(150, 0.01, 0.01); !p.whole {
 		t.Fatalf("plan %+v: want all 150 elements", p)
 	}
 	cfg := dgcTestConfig(0.01)
@@ -688,11 +690,11 @@ func BenchmarkDGC(b *testing.B) {
 				for b.Loop() {
 					if mode == "threshold" {
 						vals := c.sel.vals[:0]
-						for i := range plan.samples {
-							vals = append(vals, c.v[1+i*plan.stride])
+						for i := 1; i < n; i += plan.stride {
+							vals = append(vals, c.v[i])
 						}
 						c.sel.vals = vals
-						c.sel.sel.kth(vals, plan.top)
+						c.sel.sel.kth(vals, plan.top(len(vals)))
 						continue
 					}
 					step()
@@ -700,5 +702,63 @@ func BenchmarkDGC(b *testing.B) {
 				b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "elements/s")
 			})
 		}
+	}
+}
+
+// TestDGCPlanCoversTheTensor: the samples reach the end of every sampled
+// tensor whatever the offset, at an odd stride of at least 3, and number at
+// least the minimum; a tensor whose stride would be 1 is taken whole.
+func TestDGCPlanCoversTheTensor(t *testing.T) {
+	for _, density := range []float64{0.1, 0.01, 0.001} {
+		for _, ratio := range []float64{0.01, 0.1} {
+			for n := 1; n < 40000; n = n*5/4 + 1 {
+				want := max(int(math.Ceil(float64(n)*ratio)), int(math.Ceil(2/density)))
+				p := dgcPlan(n, density, ratio)
+				if p.whole {
+					if n >= 3*want {
+						t.Fatalf("n=%d density %v ratio %v: taken whole, but a stride of %d fits", n, density, ratio, n/want)
+					}
+					continue
+				}
+				if p.stride < 3 || p.stride%2 == 0 {
+					t.Fatalf("n=%d density %v ratio %v: stride %d, want odd >= 3", n, density, ratio, p.stride)
+				}
+				for o := range p.stride {
+					c := p.count(o)
+					last := o + (c-1)*p.stride
+					if c < want || last >= n || last < n-p.stride {
+						t.Fatalf("n=%d density %v ratio %v offset %d: %d samples, last at %d (want >= %d samples reaching the last %d elements)",
+							n, density, ratio, o, c, last, want, p.stride)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestDGCSampledThresholdSeesTheWholeTensor: 3000 elements at density 0.001
+// (k = 3) with sample ratio 0.01 need at least 2/0.001 = 2000 samples, a
+// stride of 1. Two values of 1e6 in the first 2000 elements and 1.0 in the
+// last 1000 (1e-3 elsewhere): a threshold from the first 2000 would be 1e6,
+// pass 2 (< 0.8k), and stay above 1 through all ten lowerings (1e6·0.8^10 =
+// 1.07e5), sending 2 elements. The whole tensor gives the exact top-3: both
+// 1e6 and the first 1.0 (index 2000, ties to the lowest index).
+func TestDGCSampledThresholdSeesTheWholeTensor(t *testing.T) {
+	cfg := dgcTestConfig(0.001)
+	cfg.DGC.Sampling = true
+	cfg.DGC.SampleRatio = 0.01
+	cfg.DGC.MomentumCorrection = false
+	c := dgcBuild(t, cfg, []int{3000}, 1, 0, Hyper{})
+	g := make([]float32, 3000)
+	for i := range g {
+		g[i] = 1e-3
+		if i >= 2000 {
+			g[i] = 1
+		}
+	}
+	g[500], g[1500] = 1e6, -1e6
+	dgcStep(t, c, g, 0, nil)
+	if want := []int32{500, 1500, 2000}; !slices.Equal(c.lastIdx, want) {
+		t.Fatalf("sent %v, want %v", c.lastIdx, want)
 	}
 }
