@@ -613,6 +613,25 @@ func TestDGCNeedsSGD(t *testing.T) {
 	}
 }
 
+// TestClipNormWithMomentumCorrectionRefused: optim.clip_norm clips what the
+// exchange hands the optimizer, which under DGC's momentum correction is the
+// sparse accumulated velocity; DGC's own local clipping is the paper's.
+func TestClipNormWithMomentumCorrectionRefused(t *testing.T) {
+	_, err := configs.Load("", []string{"compress.name=dgc", "optim.clip_norm=5"})
+	if err == nil || !strings.Contains(err.Error(), "optim.clip_norm") || !strings.Contains(err.Error(), "compress.dgc.clip_norm") {
+		t.Fatalf("error %v: expected optim.clip_norm with dgc's momentum correction refused, pointing to compress.dgc.clip_norm", err)
+	}
+	for _, sets := range [][]string{
+		{"compress.name=dgc", "compress.dgc.clip_norm=5"},
+		{"compress.name=dgc", "compress.dgc.momentum_correction=false", "optim.clip_norm=5"},
+		{"compress.name=powersgd", "optim.clip_norm=5"},
+	} {
+		if _, err := configs.Load("", sets); err != nil {
+			t.Errorf("%v: %v", sets, err)
+		}
+	}
+}
+
 func TestFloat64PrecisionNeedsDenseExchange(t *testing.T) {
 	if _, err := configs.Load("", []string{"model.precision=float64"}); err != nil {
 		t.Fatalf("float64 with the default dense exchange: %v", err)

@@ -96,6 +96,16 @@ func (c Config) problems() []problem.Problem {
 	ps.Add(c.Compress.Problems()...)
 	ps.Need(!c.Compress.OwnsMomentum() || c.Optim.Name == "sgd", "compress.name", c.Compress.Name,
 		fmt.Sprintf("dgc with momentum correction applies momentum itself and needs optim.name sgd (got %s), or set compress.dgc.momentum_correction false", c.Optim.Name))
+	// optim.clip_norm clips the exchanged update; with momentum correction
+	// that is the sparse sum of accumulated velocities, not a gradient.
+	if c.Optim.ClipNorm != 0 && c.Compress.OwnsMomentum() {
+		instead := "set it to 0 and use compress.dgc.clip_norm, DGC's local clipping of each worker's gradient before compression"
+		if c.Compress.Name != "dgc" {
+			instead = "set it to 0, or turn momentum correction off"
+		}
+		ps.Need(false, "optim.clip_norm", c.Optim.ClipNorm, fmt.Sprintf("clips after the exchange, where compress.name %s "+
+			"(momentum correction) hands over its sparse accumulated velocity, not a gradient: %s", c.Compress.Name, instead))
+	}
 
 	n := c.Network
 	ps.Positive("network.bandwidth_gbps", n.BandwidthGbps)
