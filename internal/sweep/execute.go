@@ -32,9 +32,10 @@ type Options struct {
 
 // state is what a run's directory already holds.
 type state struct {
-	done   bool // summary.json exists: nothing to do
-	resume bool // a checkpoint but no summary: continue from it
-	epochs int  // epochs completed at the last checkpoint (resume)
+	done   bool    // summary.json exists: nothing to do
+	resume bool    // a checkpoint but no summary: continue from it
+	epochs int     // epochs completed at the last checkpoint (resume)
+	wall   float64 // a done run's training time (summary.json's wall_seconds)
 }
 
 func (st state) String() string {
@@ -66,6 +67,9 @@ func inspect(r Run, dir string) (state, error) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "summary.json")); err == nil {
 		st.done = true
+		if sum, err := train.ReadSummary(filepath.Join(dir, "summary.json")); err == nil {
+			st.wall = sum.WallSeconds // only for the time estimate: a bad summary shows in gradwire report
+		}
 		return st, nil
 	}
 	if st.epochs, st.resume, err = train.CheckpointEpochs(dir); err != nil {
@@ -182,6 +186,10 @@ func Execute(ctx context.Context, s *Sweep, opts Options) error {
 func execute(ctx context.Context, s *Sweep, opts Options, dir string, states []state, inv *Invocation, progress io.Writer) error {
 	n := len(s.Runs)
 	var failed []error
+	est := newETA(s.Runs, states)
+	if left, ok := est.left(s.Runs, states, 0); ok {
+		fmt.Fprintf(progress, "%s\n", etaText(left, time.Now()))
+	}
 	for i, r := range s.Runs {
 		if err := ctx.Err(); err != nil {
 			inv.Interrupted = true
@@ -218,12 +226,82 @@ func execute(ctx context.Context, s *Sweep, opts Options, dir string, states []s
 			fmt.Fprintf(progress, "%s: failed after %.0f s: %v\n", tag, time.Since(t0).Seconds(), err)
 			continue
 		}
-		fmt.Fprintf(progress, "%s: done in %.0f s, %s\n", tag, time.Since(t0).Seconds(), resultText(sum))
+		took := time.Since(t0).Seconds()
+		if !st.resume {
+			est.add(r.Variation, took)
+		}
+		line := fmt.Sprintf("%s: done in %.0f s, %s", tag, took, resultText(sum))
+		if left, ok := est.left(s.Runs, states, i+1); ok {
+			line += "; " + etaText(left, time.Now())
+		}
+		fmt.Fprintln(progress, line)
 	}
 	if len(failed) > 0 {
 		return &FailedRuns{Errs: failed}
 	}
 	return nil
+}
+
+// eta estimates a sweep's remaining time from its finished runs: a run is
+// expected to take its variation's mean time, or the mean over every
+// finished run while its variation has none, and a resumed run the share of
+// its epochs still to train.
+type eta struct {
+	byVariation map[string][]float64
+	all         []float64
+}
+
+// newETA starts from the runs finished by earlier invocations.
+func newETA(runs []Run, states []state) *eta {
+	e := &eta{byVariation: map[string][]float64{}}
+	for i, st := range states {
+		if st.done && st.wall > 0 {
+			e.add(runs[i].Variation, st.wall)
+		}
+	}
+	return e
+}
+
+func (e *eta) add(variation string, seconds float64) {
+	e.byVariation[variation] = append(e.byVariation[variation], seconds)
+	e.all = append(e.all, seconds)
+}
+
+// left is the expected time of the runs from index from on that are not done;
+// false when no run has finished yet or none is left.
+func (e *eta) left(runs []Run, states []state, from int) (float64, bool) {
+	if len(e.all) == 0 {
+		return 0, false
+	}
+	total, any := 0.0, false
+	for i := from; i < len(runs); i++ {
+		st := states[i]
+		if st.done {
+			continue
+		}
+		times := e.byVariation[runs[i].Variation]
+		if len(times) == 0 {
+			times = e.all
+		}
+		t := mean(times)
+		if epochs := runs[i].Config.Train.Epochs; st.resume && epochs > 0 {
+			t *= float64(max(epochs-st.epochs, 0)) / float64(epochs)
+		}
+		total += t
+		any = true
+	}
+	return total, any
+}
+
+// etaText says how long the rest should take and when it should end.
+func etaText(seconds float64, now time.Time) string {
+	d := time.Duration(seconds * float64(time.Second))
+	if d >= 10*time.Minute {
+		d = d.Round(time.Minute)
+	} else {
+		d = d.Round(time.Second)
+	}
+	return fmt.Sprintf("about %s left (ETA %s)", d, now.Add(d).UTC().Format("2006-01-02 15:04 UTC"))
 }
 
 // FailedRuns lists the runs of a sweep that ended with an error (a diverged

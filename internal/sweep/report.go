@@ -373,6 +373,7 @@ func table(name string, groups []group, missing []string, failed []failedRun) st
 	for _, gbps := range speedUpGbps {
 		header = append(header, fmt.Sprintf("speed-up at %g Gbit/s", gbps))
 	}
+	header = append(header, "wall time per run (s)")
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s\n\n", name)
@@ -425,6 +426,7 @@ func table(name string, groups []group, missing []string, failed []failedRun) st
 		for _, gbps := range speedUpGbps {
 			cells = append(cells, meanStd(values(g, speedUpAt(gbps)), 2))
 		}
+		cells = append(cells, meanStd(values(g, func(s *train.Summary) (float64, bool) { return s.WallSeconds, s.WallSeconds > 0 }), 0))
 		row(cells)
 	}
 	b.WriteString("\nMean ± sample standard deviation over the seeds of each variation; a single seed has no ±. " +
@@ -433,7 +435,8 @@ func table(name string, groups []group, missing []string, failed []failedRun) st
 		"Compression ratio: bytes of dense float32 gradients over bytes sent, over the whole run; steady: after the compressor's warm-up. " +
 		"Sent per worker-step: what one worker puts on the wire in a steady step (1 kB = 1000 B). " +
 		"Busiest link per step: the bytes that cross one link in a steady step on the configured topology (a ring: (N-1) x the payload for an all-gather, 2(N-1)/N x the buffer for an all-reduce), which is what the time model charges bandwidth for. " +
-		"Speed-up at 1 and 10 Gbit/s: the time model's prediction for one machine per worker over one machine, from the measured compute time per step (blank for one worker).\n")
+		"Speed-up at 1 and 10 Gbit/s: the time model's prediction for one machine per worker over one machine, from the measured compute time per step (blank for one worker). " +
+		"Wall time per run: the training epochs' wall-clock time on this machine, evaluation excluded (summary.json's wall_seconds, summed over the parts of a resumed run).\n")
 	b.WriteString(optimizerBatchPivot(groups, metrics, failed))
 	fmt.Fprintf(&b, "\n%d runs, %.0f s of training in total (sum of wall_seconds). Rebuilt from the runs' summary.json by `gradwire report`.\n", runs, wall)
 	if len(failed) > 0 {

@@ -10,8 +10,10 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gradwire/gradwire/internal/datatest"
 	"github.com/gradwire/gradwire/internal/train"
@@ -105,6 +107,15 @@ func TestSweepRunsSkipsResumesAndReports(t *testing.T) {
 	}
 	if !strings.Contains(out, "test_accuracy 0.") {
 		t.Errorf("progress lines do not give the test accuracy:\n%s", out)
+	}
+	// Every run but the last is followed by the time left; the last has none.
+	for i, run := range []string{"dense seed 1", "dense seed 2", "topk seed 1"} {
+		if !regexp.MustCompile(regexp.QuoteMeta(fmt.Sprintf("[%d/4] %s: done in ", i+1, run)) + `.*; about \S+ left \(ETA \d{4}-\d\d-\d\d \d\d:\d\d UTC\)\n`).MatchString(out) {
+			t.Errorf("progress gives no time left after %s:\n%s", run, out)
+		}
+	}
+	if strings.Contains(out[strings.Index(out, "[4/4] topk seed 2: done"):], "left") {
+		t.Errorf("time left after the last run:\n%s", out)
 	}
 	for _, v := range []string{"dense", "topk"} {
 		for _, seed := range []string{"seed-1", "seed-2"} {
@@ -469,5 +480,38 @@ func TestFailedRunsMessage(t *testing.T) {
 		if got := (&FailedRuns{Errs: tc.errs}).Error(); got != tc.want {
 			t.Errorf("got %q, want %q", got, tc.want)
 		}
+	}
+}
+
+// TestETA: a run is expected to take its variation's mean time (dense: 10 and
+// 20 s -> 15), else the mean of every finished run ((10 + 20 + 40) / 3 =
+// 23.3 s for lstm), and a resumed run the share of its epochs left (topk,
+// 1 of 4 epochs done: 40 x 3/4 = 30 s). Left after run 0: 15 + 30 + 23.3.
+func TestETA(t *testing.T) {
+	run := func(v string, epochs int) Run {
+		var r Run
+		r.Variation, r.Config.Train.Epochs = v, epochs
+		return r
+	}
+	runs := []Run{run("dense", 4), run("dense", 4), run("topk", 4), run("lstm", 4)}
+	states := []state{{done: true, wall: 10}, {}, {resume: true, epochs: 1}, {}}
+	e := newETA(runs, states)
+	if _, ok := e.left(runs, states, 0); !ok {
+		t.Fatal("no estimate from a finished run")
+	}
+	e.add("dense", 20)
+	e.add("topk", 40)
+	got, ok := e.left(runs, states, 1)
+	if want := 15 + 30 + 70.0/3; !ok || math.Abs(got-want) > 1e-9 {
+		t.Fatalf("time left %v (%v), want %v", got, ok, want)
+	}
+	if _, ok := e.left(runs, states, 4); ok {
+		t.Error("an estimate with no run left")
+	}
+	if _, ok := newETA(runs, make([]state, 4)).left(runs, make([]state, 4), 0); ok {
+		t.Error("an estimate before any run finished")
+	}
+	if got := etaText(3725, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)); got != "about 1h2m0s left (ETA 2026-01-02 04:06 UTC)" {
+		t.Errorf("etaText: %q", got)
 	}
 }
