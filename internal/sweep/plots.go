@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"image/color"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
 
 	"github.com/gradwire/gradwire/internal/train"
 )
@@ -58,21 +60,23 @@ func classifiers(groups []group) bool {
 }
 
 // meanCurve averages, over a group's runs, the values each run has at an x
-// (epoch or step), and returns them sorted by x.
-func meanCurve(g group, points func(*runData) map[float64]float64) plotter.XYs {
-	sum, n := map[float64]float64{}, map[float64]int{}
+// (epoch or step), and returns them sorted by x, with the sample standard
+// deviation at each x (0 where one run has it). Non-finite values (a diverged
+// run's loss) are left out.
+func meanCurve(g group, points func(*runData) map[float64]float64) (xy plotter.XYs, std []float64) {
+	vals := map[float64][]float64{}
 	for _, r := range g.runs {
 		for x, y := range points(r) {
-			sum[x] += y
-			n[x]++
+			if !math.IsNaN(y) && !math.IsInf(y, 0) {
+				vals[x] = append(vals[x], y)
+			}
 		}
 	}
-	var xy plotter.XYs
-	for x := range sum {
-		xy = append(xy, plotter.XY{X: x, Y: sum[x] / float64(n[x])})
+	for _, x := range slices.Sorted(maps.Keys(vals)) {
+		xy = append(xy, plotter.XY{X: x, Y: mean(vals[x])})
+		std = append(std, sampleStd(vals[x]))
 	}
-	slices.SortFunc(xy, func(a, b plotter.XY) int { return cmpFloat(a.X, b.X) })
-	return xy
+	return xy, std
 }
 
 func cmpFloat(a, b float64) int {
@@ -85,23 +89,86 @@ func cmpFloat(a, b float64) int {
 	return 0
 }
 
+// The informative band of a metric axis: a variation whose value lies more
+// than bandAccuracy points below the best accuracy (a run that collapsed to
+// chance, say), or above bandLoss times the best loss, would squash the
+// others into a sliver; it is drawn at the axis edge instead and named as
+// off the axis in the legend.
+const (
+	bandAccuracy = 20.0
+	bandLoss     = 1.5
+)
+
+// bandLimit is where the band ends for final values ys (the worst value still
+// plotted inside), and whether a value is inside it.
+func bandLimit(ys []float64, acc bool) (limit float64, inside func(float64) bool) {
+	if acc {
+		limit = slices.Max(ys) - bandAccuracy
+		return limit, func(y float64) bool { return y >= limit }
+	}
+	limit = slices.Min(ys) * bandLoss
+	return limit, func(y float64) bool { return y <= limit }
+}
+
+// failedNote is the legend's note on a variation's failed runs: "" when none.
+func failedNote(name string, g *group, failed []failedRun) string {
+	n := 0
+	for _, f := range failed {
+		if f.variation == name {
+			n++
+		}
+	}
+	switch {
+	case n == 0:
+		return ""
+	case g == nil || len(g.runs) == 0:
+		return fmt.Sprintf("%s: failed (%d of %d seeds)", name, n, n)
+	}
+	return fmt.Sprintf(" (%d of %d seeds failed)", n, n+len(g.runs))
+}
+
+// addFailed lists, at the end of the legend, the variations all of whose runs
+// failed: they have no point or curve, and the legend says so.
+func addFailed(leg *legend, groups []group, failed []failedRun) {
+	seen := map[string]bool{}
+	for _, g := range groups {
+		seen[g.name] = true
+	}
+	for _, f := range failed {
+		if seen[f.variation] {
+			continue
+		}
+		seen[f.variation] = true
+		leg.Add(failedNote(f.variation, nil, failed))
+	}
+}
+
 // plotTestMetric draws the test metric after every epoch, one line per
-// variation (the mean over its seeds).
-func plotTestMetric(name string, groups []group) ([]byte, error) {
+// variation (the mean over its seeds, with error bars of one standard
+// deviation where it has several).
+func plotTestMetric(name string, groups []group, failed []failedRun) (*figure, error) {
 	acc := classifiers(groups)
 	p := newPlot()
 	if acc {
-		p.Title.Text = name + ": test accuracy per epoch (mean over seeds)"
+		p.Title.Text = name + ": test accuracy per epoch (mean ± std over seeds)"
 		p.Y.Label.Text = "test accuracy (%)"
 	} else {
-		p.Title.Text = name + ": validation loss per epoch (mean over seeds)"
+		p.Title.Text = name + ": validation loss per epoch (mean ± std over seeds)"
 		p.Y.Label.Text = "validation loss (nats/char)"
 	}
 	p.X.Label.Text = "epoch"
-	leg := newLegend()
+	type curve struct {
+		i      int
+		g      group
+		xy     plotter.XYs
+		std    []float64
+		finalY float64
+	}
+	var curves []curve
+	var finals []float64
 	maxX := 0.0
 	for i, g := range groups {
-		xy := meanCurve(g, func(r *runData) map[float64]float64 {
+		xy, std := meanCurve(g, func(r *runData) map[float64]float64 {
 			m := map[float64]float64{}
 			for _, e := range r.epochs {
 				switch {
@@ -117,26 +184,117 @@ func plotTestMetric(name string, groups []group) ([]byte, error) {
 			continue
 		}
 		maxX = math.Max(maxX, xy[len(xy)-1].X)
-		if err := addLinePoints(p, leg, i, g.name, xy); err != nil {
-			return nil, err
-		}
+		curves = append(curves, curve{i, g, xy, std, xy[len(xy)-1].Y})
+		finals = append(finals, xy[len(xy)-1].Y)
 	}
+	leg := newLegend()
+	if len(curves) > 0 {
+		limit, inside := bandLimit(finals, acc)
+		var lo, hi float64 = math.Inf(1), math.Inf(-1)
+		for _, c := range curves {
+			for _, pt := range c.xy {
+				if inside(pt.Y) {
+					lo, hi = math.Min(lo, pt.Y), math.Max(hi, pt.Y)
+				}
+			}
+		}
+		for _, c := range curves {
+			label := c.g.name + failedNote(c.g.name, &c.g, failed)
+			if !inside(c.finalY) {
+				label += fmt.Sprintf(" (ends off the axis: %.*f)", decimalsOf(acc), c.finalY)
+			}
+			if err := addLinePoints(p, leg, c.i, label, c.xy); err != nil {
+				return nil, err
+			}
+			if err := addErrorBars(p, c.i, c.xy, c.std); err != nil {
+				return nil, err
+			}
+		}
+		setBand(p, lo, hi, limit, acc, slices.ContainsFunc(curves, func(c curve) bool { return !inside(c.finalY) }))
+	}
+	addFailed(leg, groups, failed)
 	if maxX <= 30 {
 		p.X.Tick.Marker = integerTicks{}
 	}
 	return render(p, leg)
 }
 
+// decimalsOf is the metric's printed precision: accuracy in % to 2
+// decimals, loss to 3.
+func decimalsOf(acc bool) int {
+	if acc {
+		return accuracyMetric.decimals
+	}
+	return lossMetric.decimals
+}
+
+// setBand sets the metric axis to the values inside the band [lo, hi] with a
+// margin; with values off it, the axis reaches the band's limit, where
+// clamped glyphs sit.
+func setBand(p *plot.Plot, lo, hi, limit float64, acc, off bool) {
+	if math.IsInf(lo, 0) {
+		return
+	}
+	if off {
+		if acc {
+			lo = limit
+		} else {
+			hi = limit
+		}
+	}
+	pad := max((hi-lo)*0.06, 0.01*math.Max(math.Abs(hi), 1))
+	p.Y.Min, p.Y.Max = lo-pad, hi+pad
+}
+
+// addErrorBars draws ±std at each point where std > 0, in variation i's colour.
+func addErrorBars(p *plot.Plot, i int, xy plotter.XYs, std []float64) error {
+	var pts plotter.XYs
+	var errs plotter.YErrors
+	for j, pt := range xy {
+		if std[j] > 0 {
+			pts = append(pts, pt)
+			errs = append(errs, struct{ Low, High float64 }{std[j], std[j]})
+		}
+	}
+	if len(pts) == 0 {
+		return nil
+	}
+	bars, err := plotter.NewYErrorBars(errorPoints{pts, errs})
+	if err != nil {
+		return err
+	}
+	line, _ := style(i)
+	bars.LineStyle = draw.LineStyle{Color: line.Color, Width: vg.Points(1)}
+	bars.CapWidth = vg.Points(5)
+	p.Add(bars)
+	return nil
+}
+
+// errorPoints is an XYer with YErrors, for plotter.NewYErrorBars.
+type errorPoints struct {
+	plotter.XYs
+	plotter.YErrors
+}
+
 // plotTrainLoss draws the logged training loss (metrics.jsonl step records),
-// one line per variation (the mean over its seeds).
-func plotTrainLoss(name string, groups []group) ([]byte, error) {
+// one line per variation (the mean over its seeds). The axis reaches the
+// highest loss of the variations that end within twice the median final
+// loss: one that diverged or collapsed leaves the plot at the top (the legend
+// says so) instead of squashing the others.
+func plotTrainLoss(name string, groups []group, failed []failedRun) (*figure, error) {
 	p := newPlot()
 	p.Title.Text = name + ": training loss (mean over seeds)"
 	p.X.Label.Text = "training step"
 	p.Y.Label.Text = "training loss (nats)"
-	leg := newLegend()
+	type curve struct {
+		i  int
+		g  group
+		xy plotter.XYs
+	}
+	var curves []curve
+	var finals []float64
 	for i, g := range groups {
-		xy := meanCurve(g, func(r *runData) map[float64]float64 {
+		xy, _ := meanCurve(g, func(r *runData) map[float64]float64 {
 			m := map[float64]float64{}
 			for _, s := range r.steps {
 				m[float64(s.Step)] = s.Loss
@@ -146,77 +304,168 @@ func plotTrainLoss(name string, groups []group) ([]byte, error) {
 		if len(xy) == 0 {
 			continue
 		}
-		line, err := plotter.NewLine(xy)
-		if err != nil {
-			return nil, fmt.Errorf("variation %s: %w", g.name, err)
-		}
-		line.LineStyle, _ = style(i)
-		p.Add(line)
-		leg.Add(g.name, line)
+		curves = append(curves, curve{i, g, xy})
+		finals = append(finals, xy[len(xy)-1].Y)
 	}
+	leg := newLegend()
+	if len(curves) > 0 {
+		endLimit := 2 * median(finals)
+		top := 0.0
+		for _, c := range curves {
+			if c.xy[len(c.xy)-1].Y <= endLimit {
+				for _, pt := range c.xy {
+					top = math.Max(top, pt.Y)
+				}
+			}
+		}
+		for _, c := range curves {
+			label := c.g.name + failedNote(c.g.name, &c.g, failed)
+			if slices.ContainsFunc(c.xy, func(pt plotter.XY) bool { return pt.Y > top }) {
+				label += " (leaves the axis)"
+			}
+			line, err := plotter.NewLine(c.xy)
+			if err != nil {
+				return nil, fmt.Errorf("variation %s: %w", c.g.name, err)
+			}
+			line.LineStyle, _ = style(c.i)
+			p.Add(line)
+			leg.Add(label, line)
+		}
+		p.Y.Min, p.Y.Max = 0, top*1.04
+	}
+	addFailed(leg, groups, failed)
 	return render(p, leg)
 }
 
+// median of v (the mean of the middle two for an even count).
+func median(v []float64) float64 {
+	s := slices.Sorted(slices.Values(v))
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// compressed reports whether any variation compresses: a sweep without one
+// (optimizers, batch sizes) has no accuracy-vs-compression plot.
+func compressed(groups []group) bool {
+	return slices.ContainsFunc(groups, func(g group) bool {
+		return slices.ContainsFunc(g.runs, func(r *runData) bool { return r.sum.Compressor != "none" && r.sum.Compressor != "" })
+	})
+}
+
 // plotMetricVsCompression draws each variation's final test accuracy (or
-// validation loss) against its steady-state compression ratio on a log axis,
-// means over seeds, one labelled point per variation.
-func plotMetricVsCompression(name string, groups []group) ([]byte, error) {
+// validation loss) against its steady-state compression ratio on a log axis:
+// means over seeds with ±std error bars, the legend a table of the values.
+// Nil when no variation compresses.
+func plotMetricVsCompression(name string, groups []group, failed []failedRun) (*figure, error) {
+	if !compressed(groups) {
+		return nil, nil
+	}
+	return plotMetricVs(name, groups, failed, "compression", "steady-state compression ratio (dense bytes / bytes sent, log scale)", "x",
+		func(s *train.Summary) (float64, bool) { return s.CompressionRatioSteady, s.CompressionRatioSteady > 0 })
+}
+
+// plotMetricVsLinkBytes is the same against the bytes that cross the busiest
+// link in a steady step (time_model.link_bytes_per_step): what the network
+// carries, which for an all-gather grows with the workers while the ratio
+// does not. Nil when no variation compresses or no run has the figure.
+func plotMetricVsLinkBytes(name string, groups []group, failed []failedRun) (*figure, error) {
+	if !compressed(groups) || !slices.ContainsFunc(groups, func(g group) bool { return len(values(g, linkKB)) > 0 }) {
+		return nil, nil
+	}
+	return plotMetricVs(name, groups, failed, "bytes through the busiest link", "kB through the busiest link per steady step (log scale)", " kB", linkKB)
+}
+
+// plotMetricVs draws the final metric against x(summary) on a log axis.
+func plotMetricVs(name string, groups []group, failed []failedRun, what, xLabel, unit string, x func(*train.Summary) (float64, bool)) (*figure, error) {
 	acc := classifiers(groups)
 	p := newPlot()
 	m := lossMetric
 	if acc {
 		m = accuracyMetric
-		p.Title.Text = name + ": final test accuracy vs compression (mean over seeds)"
-		p.Y.Label.Text = "final test accuracy (%)"
+		p.Title.Text = name + ": final test accuracy vs " + what
+		p.Y.Label.Text = "final test accuracy (%, mean ± std over seeds)"
 	} else {
-		p.Title.Text = name + ": final validation loss vs compression (mean over seeds)"
-		p.Y.Label.Text = "final validation loss (nats/char)"
+		p.Title.Text = name + ": final validation loss vs " + what
+		p.Y.Label.Text = "final validation loss (nats/char, mean ± std)"
 	}
-	p.X.Label.Text = "steady-state compression ratio (dense bytes / bytes sent, log scale)"
-	leg := newLegend()
-	var labels plotter.XYLabels
-	minX, maxX := math.Inf(1), math.Inf(-1)
+	p.X.Label.Text = xLabel
+	type point struct {
+		i      int
+		g      group
+		pt     plotter.XY
+		std    float64
+		xValue float64
+	}
+	var pts []point
+	var ys []float64
 	for i, g := range groups {
 		y := values(g, m.value)
-		x := values(g, func(s *train.Summary) (float64, bool) { return s.CompressionRatioSteady, s.CompressionRatioSteady > 0 })
-		if len(y) == 0 || len(x) == 0 {
+		xs := values(g, x)
+		if len(y) == 0 || len(xs) == 0 {
 			continue
 		}
-		// The x axis is linear in log10(ratio) with ticks labelled as ratios:
-		// plot.LogScale would do the same, but gonum/plot v0.11 then places the
+		// The x axis is linear in log10 with ticks labelled as values:
+		// plot.LogScale would do the same, but gonum/plot then places the
 		// axis label as if the axis were linear and shrinks the plot to fit it.
-		pt := plotter.XY{X: math.Log10(mean(x)), Y: mean(y)}
-		sc, err := plotter.NewScatter(plotter.XYs{pt})
-		if err != nil {
-			return nil, fmt.Errorf("variation %s: %w", g.name, err)
-		}
-		_, sc.GlyphStyle = style(i)
-		sc.GlyphStyle.Radius = vg.Points(4)
-		p.Add(sc)
-		leg.Add(g.name, sc)
-		labels.XYs = append(labels.XYs, pt)
-		labels.Labels = append(labels.Labels, g.name)
-		minX, maxX = math.Min(minX, pt.X), math.Max(maxX, pt.X)
+		pts = append(pts, point{i, g, plotter.XY{X: math.Log10(mean(xs)), Y: mean(y)}, sampleStd(y), mean(xs)})
+		ys = append(ys, mean(y))
 	}
-	if len(labels.XYs) > 0 {
-		l, err := plotter.NewLabels(labels)
-		if err != nil {
-			return nil, err
+	leg := newLegend()
+	if len(pts) > 0 {
+		limit, inside := bandLimit(ys, acc)
+		lo, hi := math.Inf(1), math.Inf(-1)
+		minX, maxX := math.Inf(1), math.Inf(-1)
+		for _, q := range pts {
+			if inside(q.pt.Y) {
+				lo, hi = math.Min(lo, q.pt.Y-q.std), math.Max(hi, q.pt.Y+q.std)
+			}
+			minX, maxX = math.Min(minX, q.pt.X), math.Max(maxX, q.pt.X)
 		}
-		for i := range l.TextStyle {
-			l.TextStyle[i].Font.Size = vg.Points(9)
+		anyOff := slices.ContainsFunc(pts, func(q point) bool { return !inside(q.pt.Y) })
+		setBand(p, lo, hi, limit, acc, anyOff)
+		for _, q := range pts {
+			at := q.pt
+			label := fmt.Sprintf("%s: %s @ %s%s", q.g.name, valueText(q.pt.Y, q.std, m.decimals), strconv.FormatFloat(q.xValue, 'g', 3, 64), unit)
+			if !inside(q.pt.Y) {
+				at.Y = p.Y.Min + (p.Y.Max-p.Y.Min)*0.02 // at the axis edge
+				if !acc {
+					at.Y = p.Y.Max - (p.Y.Max-p.Y.Min)*0.02
+				}
+				label += " (off the axis)"
+			}
+			label += failedNote(q.g.name, &q.g, failed)
+			sc, err := plotter.NewScatter(plotter.XYs{at})
+			if err != nil {
+				return nil, fmt.Errorf("variation %s: %w", q.g.name, err)
+			}
+			_, sc.GlyphStyle = style(q.i)
+			sc.GlyphStyle.Radius = vg.Points(4)
+			p.Add(sc)
+			if inside(q.pt.Y) {
+				if err := addErrorBars(p, q.i, plotter.XYs{at}, []float64{q.std}); err != nil {
+					return nil, err
+				}
+			}
+			leg.Add(label, sc)
 		}
-		l.Offset = vg.Point{X: vg.Points(6), Y: vg.Points(2)}
-		p.Add(l)
-		// Room for the glyphs and the labels right of them, and a range even
-		// when every point sits at ratio 1.
-		p.X.Min, p.X.Max = minX-math.Log10(1.5), maxX+math.Log10(3)
-		// Keep the glyphs at the extremes off the frame.
-		pad := max((p.Y.Max-p.Y.Min)*0.08, 0.5)
-		p.Y.Min, p.Y.Max = p.Y.Min-pad, p.Y.Max+pad
+		// Room for the glyphs at the extremes, and a range even when every
+		// point sits at one x.
+		p.X.Min, p.X.Max = minX-math.Log10(1.5), maxX+math.Log10(1.5)
 		p.X.Tick.Marker = log10Ticks{}
 	}
+	addFailed(leg, groups, failed)
 	return render(p, leg)
+}
+
+// valueText is "mean ± std" (the mean alone for std 0) with decimals.
+func valueText(mean, std float64, decimals int) string {
+	if std == 0 {
+		return fixed(mean, decimals)
+	}
+	return fixed(mean, decimals) + " ± " + fixed(std, decimals)
 }
 
 func newPlot() *plot.Plot {
@@ -345,8 +594,13 @@ func (log10Ticks) Ticks(lo, hi float64) []plot.Tick {
 	return ticks
 }
 
-// render draws the plot and, right of it, the legend, and encodes a PNG.
-func render(p *plot.Plot, leg *legend) ([]byte, error) {
+// figure is one plot encoded twice: a PNG and an SVG (vector, for papers).
+type figure struct {
+	png, svg []byte
+}
+
+// render draws the plot and, right of it, the legend, as a PNG and an SVG.
+func render(p *plot.Plot, leg *legend) (*figure, error) {
 	legendW := vg.Length(0)
 	if len(leg.names) > 0 {
 		for _, name := range leg.names {
@@ -359,22 +613,32 @@ func render(p *plot.Plot, leg *legend) ([]byte, error) {
 	if need := entryH*vg.Length(len(leg.names)) + vg.Inch; need > h {
 		h = need // a long legend makes the picture taller rather than clipped
 	}
-	c := vgimg.NewWith(vgimg.UseWH(plotWidth+legendW, h), vgimg.UseDPI(plotDPI))
-	dc := draw.New(c)
-	area := dc
-	area.Max.X = area.Min.X + plotWidth
-	// A margin, so that the title and the last tick labels are not cut at the
-	// picture's edges.
-	p.Draw(draw.Crop(area, vg.Points(6), -vg.Points(12), vg.Points(4), -vg.Points(8)))
-	if legendW > 0 {
-		la := dc
-		la.Min.X = area.Max.X
-		la.Max.Y -= vg.Points(30) // level with the top of the data area, below the title
-		leg.Legend.Draw(la)
+	w := plotWidth + legendW
+	drawOn := func(c vg.CanvasSizer) {
+		dc := draw.New(c)
+		area := dc
+		area.Max.X = area.Min.X + plotWidth
+		// A margin, so that the title and the last tick labels are not cut at
+		// the picture's edges.
+		p.Draw(draw.Crop(area, vg.Points(6), -vg.Points(12), vg.Points(4), -vg.Points(8)))
+		if legendW > 0 {
+			la := dc
+			la.Min.X = area.Max.X
+			la.Max.Y -= vg.Points(30) // level with the top of the data area, below the title
+			leg.Legend.Draw(la)
+		}
 	}
-	var buf bytes.Buffer
-	if _, err := (vgimg.PngCanvas{Canvas: c}).WriteTo(&buf); err != nil {
+	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(plotDPI))
+	drawOn(img)
+	var png bytes.Buffer
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(&png); err != nil {
 		return nil, err
 	}
-	return buf.Bytes(), nil
+	svg := vgsvg.New(w, h)
+	drawOn(svg)
+	var sb bytes.Buffer
+	if _, err := svg.WriteTo(&sb); err != nil {
+		return nil, err
+	}
+	return &figure{png: png.Bytes(), svg: sb.Bytes()}, nil
 }

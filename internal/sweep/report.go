@@ -26,6 +26,7 @@ const (
 	TableMD        = "table.md"
 	TestMetricPNG  = "test_metric.png"
 	AccVsRatioPNG  = "accuracy_vs_compression.png"
+	AccVsLinkPNG   = "accuracy_vs_link_bytes.png"
 	TrainLossPNG   = "train_loss.png"
 	recordFile     = "sweep.yaml"
 	failedFile     = "failed.txt" // a failed run's error, written by the sweep
@@ -122,19 +123,37 @@ func Report(dir string, warn io.Writer) (*Result, error) {
 	if err := write(TableMD, []byte(res.Table)); err != nil {
 		return nil, err
 	}
+	// Each plot is written as a PNG and an SVG of the same name; a plot that
+	// does not apply (no compressed variation) removes an older one.
+	writeFigure := func(file string, fig *figure) error {
+		svgFile := strings.TrimSuffix(file, ".png") + ".svg"
+		if fig == nil {
+			for _, f := range []string{file, svgFile} {
+				if err := os.Remove(filepath.Join(dir, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
+					return err
+				}
+			}
+			return nil
+		}
+		if err := write(file, fig.png); err != nil {
+			return err
+		}
+		return write(svgFile, fig.svg)
+	}
 	for _, p := range []struct {
 		file string
-		make func(string, []group) ([]byte, error)
+		make func(string, []group, []failedRun) (*figure, error)
 	}{
 		{TestMetricPNG, plotTestMetric},
 		{AccVsRatioPNG, plotMetricVsCompression},
+		{AccVsLinkPNG, plotMetricVsLinkBytes},
 		{TrainLossPNG, plotTrainLoss},
 	} {
-		png, err := p.make(name, groups)
+		fig, err := p.make(name, groups, failed)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, p.file), err)
 		}
-		if err := write(p.file, png); err != nil {
+		if err := writeFigure(p.file, fig); err != nil {
 			return nil, err
 		}
 	}
@@ -143,7 +162,7 @@ func Report(dir string, warn io.Writer) (*Result, error) {
 		return nil, fmt.Errorf("%s: scaling plots: %w", dir, err)
 	}
 	for _, file := range slices.Sorted(maps.Keys(scaling)) {
-		if err := write(file, scaling[file]); err != nil {
+		if err := writeFigure(file, scaling[file]); err != nil {
 			return nil, err
 		}
 	}

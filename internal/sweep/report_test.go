@@ -3,6 +3,7 @@ package sweep
 import (
 	"encoding/json"
 	"fmt"
+	"html"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -243,5 +244,48 @@ func TestReportOptimizerBatchTable(t *testing.T) {
 	writeRun(t, other, "dgc", classifierSummary("dgc", 1, 0.9, 100, 200, 2))
 	if res, err := Report(other, nil); err != nil || strings.Contains(res.Table, "by optimizer") {
 		t.Errorf("compression sweep: err %v, table\n%s", err, res.Table)
+	}
+}
+
+// TestPlotBands: a variation that collapsed to chance (10%) is drawn at the
+// axis edge and named as off the axis, the others (90-91%) keep the axis; a
+// variation whose only run failed is listed as failed; a sweep without a
+// compressed variation has no accuracy-vs-compression plot.
+func TestPlotBands(t *testing.T) {
+	run := func(variation, compressor string, seed int64, acc float64) *runData {
+		s := classifierSummary(compressor, seed, acc, 100, 100, 5)
+		return &runData{variation: variation, seed: seed, sum: &s}
+	}
+	groups := []group{
+		{name: "dense", runs: []*runData{run("dense", "none", 1, 0.91), run("dense", "none", 2, 0.90)}},
+		{name: "dgc", runs: []*runData{run("dgc", "dgc", 1, 0.905)}},
+		{name: "topk", runs: []*runData{run("topk", "topk", 1, 0.10)}},
+	}
+	failed := []failedRun{{variation: "lgc", seed: 1, reason: "loss is NaN"}, {variation: "dgc", seed: 2, reason: "loss is NaN"}}
+	fig, err := plotMetricVsCompression("bands", groups, failed)
+	if err != nil || fig == nil {
+		t.Fatalf("plot %v, %v", fig, err)
+	}
+	svg := string(fig.svg)
+	for _, want := range []string{"topk: 10.00 @ 100x (off the axis)", "lgc: failed (1 of 1 seeds)", "dgc: 90.50 @ 100x (1 of 2 seeds failed)", "dense: 90.50 ± 0.71 @ 100x"} {
+		if !strings.Contains(svg, html.EscapeString(want)) {
+			t.Errorf("the plot's legend lacks %q", want)
+		}
+	}
+	if strings.Contains(svg, "dense: 90.50 ± 0.71 @ 100x (off") {
+		t.Error("dense marked off the axis")
+	}
+	// The y axis spans the band (about 89.8 to 91.2 with margins) down to
+	// its limit 90.5 - 20 = 70.5, not to 10: ticks 70 to 90, none below.
+	if !strings.Contains(svg, ">70<") || !strings.Contains(svg, ">90<") {
+		t.Error("the y axis lacks the ticks 70 and 90")
+	}
+	for _, tick := range []string{">10<", ">20<", ">40<", ">60<"} {
+		if strings.Contains(svg, tick) {
+			t.Errorf("the y axis reaches down to the collapsed run (tick %s)", tick)
+		}
+	}
+	if fig, err := plotMetricVsCompression("dense only", groups[:1], nil); err != nil || fig != nil {
+		t.Errorf("a sweep without compression drew an accuracy-vs-compression plot (%v)", err)
 	}
 }

@@ -71,7 +71,7 @@ func workersOf(g group) int {
 
 // plotScaling draws, per method, the mean over seeds of y (where present)
 // against the worker count, both axes log-scaled when logY.
-func plotScaling(title, ylabel string, methods []method, y func(*train.Summary) (float64, bool), logY bool) ([]byte, error) {
+func plotScaling(title, ylabel string, methods []method, y func(*train.Summary) (float64, bool), logY bool) (*figure, error) {
 	p := newPlot()
 	p.Title.Text = title
 	p.X.Label.Text = "workers (log scale)"
@@ -113,14 +113,14 @@ func plotScaling(title, ylabel string, methods []method, y func(*train.Summary) 
 	return render(p, leg)
 }
 
-// scalingPlots returns the scaling plots' files and their PNGs, none when no
-// method was trained at several worker counts.
-func scalingPlots(name string, groups []group) (map[string][]byte, error) {
+// scalingPlots returns the scaling plots by file name, none when no method was
+// trained at several worker counts.
+func scalingPlots(name string, groups []group) (map[string]*figure, error) {
 	methods := scalingMethods(groups)
 	if len(methods) == 0 {
 		return nil, nil
 	}
-	out := map[string][]byte{}
+	out := map[string]*figure{}
 	for _, gbps := range speedUpGbps {
 		png, err := plotScaling(fmt.Sprintf("%s: predicted speed-up at %g Gbit/s (time model)", name, gbps),
 			"speed-up over one machine", methods, speedUpAt(gbps), false)

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"image/png"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -141,7 +143,9 @@ func TestSweepRunsSkipsResumesAndReports(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Files) != 5 {
+	// runs.csv, table.md and four plots, each as PNG and SVG (two workers:
+	// the link-bytes plot is drawn).
+	if len(res.Files) != 10 {
 		t.Errorf("report wrote %v", res.Files)
 	}
 	csv1, table1 := readFile(t, filepath.Join(dir, RunsCSV)), readFile(t, filepath.Join(dir, TableMD))
@@ -209,8 +213,9 @@ func TestSweepRunsSkipsResumesAndReports(t *testing.T) {
 
 	checkTableAgainstSummaries(t, dir, table2)
 	checkRunsCSV(t, dir, csv2)
-	for _, f := range []string{TestMetricPNG, AccVsRatioPNG, TrainLossPNG} {
+	for _, f := range []string{TestMetricPNG, AccVsRatioPNG, AccVsLinkPNG, TrainLossPNG} {
 		checkPNG(t, filepath.Join(dir, f))
+		checkSVG(t, filepath.Join(dir, strings.TrimSuffix(f, ".png")+".svg"))
 	}
 }
 
@@ -281,6 +286,32 @@ func checkRunsCSV(t *testing.T, dir, text string) {
 	}
 	if got, want := rows[3][col["bytes_sent"]], fmt.Sprint(s.BytesSent); got != want {
 		t.Errorf("runs.csv topk seed 1 bytes_sent %s, summary.json %s", got, want)
+	}
+}
+
+// checkSVG fails unless path is an SVG document that xml parses.
+func checkSVG(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := xml.NewDecoder(bytes.NewReader(b))
+	root := ""
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if se, ok := tok.(xml.StartElement); ok && root == "" {
+			root = se.Name.Local
+		}
+	}
+	if root != "svg" {
+		t.Errorf("%s: root element %q, want svg", path, root)
 	}
 }
 
