@@ -108,13 +108,19 @@ func TestAdaCompSelection(t *testing.T) {
 	adaCompClose(t, "sent", c.Sent(), sent)
 	adaCompClose(t, "residual", c.Residual(), []float32{-0.5, -2.25, -0.25, -0.75, -0.5, 0.75, 0.5, 0.5})
 	adaCompClose(t, "decompressed", out, sent)
-	// count 4, indices 0 1 3 4, one sign byte (only the 4th value, -, sets a
-	// bit: 0b1000), scale 2.5: 4 + 16 + 1 + 4 = 25 bytes.
+	// count 4; the index stream, L_T 4 so 2 offset bits, per element the bin
+	// step + 1 in gamma code, the offset and the sign, bits in write order:
+	//   0: same bin (bin 0)  "1", offset 0 "00", +  "0"
+	//   1: same bin          "1", offset 1 "10", +  "0"
+	//   3: same bin          "1", offset 3 "11", +  "0"
+	//   4: next bin, gamma 2 "010", offset 0 "00", - "1"
+	// 18 bits; bytes (bit 0 first): 1000 1100 = 0x31, 1110 0100 = 0x27,
+	// 01 = 0x02; so byte length 3, then scale 2.5: 4 + 4 + 3 + 4 = 15 bytes.
 	var want bytes.Buffer
-	for _, v := range []uint32{4, 0, 1, 3, 4} {
+	for _, v := range []uint32{4, 3} {
 		want.Write(binary.LittleEndian.AppendUint32(nil, v))
 	}
-	want.WriteByte(0x08)
+	want.Write([]byte{0x31, 0x27, 0x02})
 	want.Write(binary.LittleEndian.AppendUint32(nil, math.Float32bits(2.5)))
 	if !bytes.Equal(p.Bytes, want.Bytes()) {
 		t.Fatalf("payload % x, want % x", p.Bytes, want.Bytes())
@@ -130,8 +136,9 @@ func TestAdaCompFP32Values(t *testing.T) {
 	adaCompClose(t, "sent", c.Sent(), sent)
 	adaCompClose(t, "residual", c.Residual(), []float32{0, 0, -0.25, 0, 0, 0.75, 0.5, 0.5})
 	adaCompClose(t, "decompressed", out, sent)
-	if p.Wire != 4+4*4+4*4 {
-		t.Fatalf("wire %d, want count + 4 indices + 4 values = 36", p.Wire)
+	// The index stream without sign bits: 3 + 3 + 3 + 5 = 14 bits, 2 bytes.
+	if p.Wire != 4+4+2+4*4 {
+		t.Fatalf("wire %d, want count + stream length + 2 stream bytes + 4 values = 26", p.Wire)
 	}
 }
 
@@ -164,9 +171,13 @@ func TestAdaCompBinLengthByKind(t *testing.T) {
 	// so G = g and H = 2g.
 	//   conv (L 2): bins [4 1] [1 1] [1 1] [1 1], gmax 4 1 1 1. The first bin
 	//     sends only 0 (|H_1| = 2 < 4), the others everything: 7 values,
-	//     scale (4+1+1+1)/4 = 1.75; wire 4 + 7*4 + 1 + 4 = 37.
+	//     scale (4+1+1+1)/4 = 1.75. Stream: bin steps 0 1 0 1 0 1 0 (gamma
+	//     1+3+1+3+1+3+1 = 13 bits), 7 one-bit offsets, 7 signs: 27 bits, 4
+	//     bytes; wire 4 + 4 + 4 + 4 = 16.
 	//   linear, lstm, embed (L 4): bins [4 1 1 1] [1 1 1 1], gmax 4 1: 0 and
-	//     4..7, 5 values, scale 2.5; wire 4 + 5*4 + 1 + 4 = 29.
+	//     4..7, 5 values, scale 2.5. Stream: steps 0 1 0 0 0 (1+3+1+1+1 = 7
+	//     bits), 5 two-bit offsets, 5 signs: 22 bits, 3 bytes; wire 4 + 4 + 3
+	//     + 4 = 15.
 	c := newAdaCompTest(t, adaCompTensors(8, optim.KindConv, optim.KindLinear, optim.KindLSTM, optim.KindEmbed), 2, 4, false)
 	g := make([]float32, 32)
 	for i := range g {
@@ -180,9 +191,9 @@ func TestAdaCompBinLengthByKind(t *testing.T) {
 	want := append([]float32{1.75, 0, 1.75, 1.75, 1.75, 1.75, 1.75, 1.75}, fc...)
 	want = append(append(want, fc...), fc...)
 	adaCompClose(t, "decompressed", out, want)
-	for i, w := range []int64{37, 29, 29, 29} {
+	for i, w := range []int64{16, 15, 15, 15} {
 		if p.TensorWire[i] != w {
-			t.Fatalf("tensor wire %v, want [37 29 29 29]", p.TensorWire)
+			t.Fatalf("tensor wire %v, want [16 15 15 15]", p.TensorWire)
 		}
 	}
 }
@@ -192,7 +203,9 @@ func TestAdaCompZeroBinSendsNothing(t *testing.T) {
 	//   Bin 0: G = 0, gmax 0: nothing (the bare rule |H| >= 0 would send all 4).
 	//   Bin 1: G = [1 -2 0.5 0], gmax 2, H = [2 -4 1 3]: 4 and 5 pass; 7 passes
 	//   too but G_7 = 0 has nothing to send. scale = (0 + 2)/2 = 1.
-	//   sent [0 0 0 0 | 1 -1 0 0], R [0 0 0 0 | 0 -1 0.5 0], wire 4+8+1+4 = 17.
+	//   sent [0 0 0 0 | 1 -1 0 0], R [0 0 0 0 | 0 -1 0.5 0]. Stream: 4 is a
+	//   bin step of 1 (gamma "010"), offset 0, sign; 5 the same bin ("1"),
+	//   offset 1, sign: 6 + 4 = 10 bits, 2 bytes; wire 4 + 4 + 2 + 4 = 14.
 	// Tensor b: all zero, only its count: 4 bytes.
 	tensors := adaCompTensors(8, optim.KindLinear, optim.KindLinear)
 	c := newAdaCompTest(t, tensors, 99, 4, false, []float32{0, 0, 0, 0, 0, 0, 0, -3}, make([]float32, 8))
@@ -202,8 +215,8 @@ func TestAdaCompZeroBinSendsNothing(t *testing.T) {
 	adaCompClose(t, "sent", c.Sent(), sent)
 	adaCompClose(t, "decompressed", out, sent)
 	adaCompClose(t, "residual", c.Residual(), append([]float32{0, 0, 0, 0, 0, -1, 0.5, 0}, make([]float32, 8)...))
-	if p.TensorWire[0] != 17 || p.TensorWire[1] != 4 {
-		t.Fatalf("tensor wire %v, want [17 4]", p.TensorWire)
+	if p.TensorWire[0] != 14 || p.TensorWire[1] != 4 {
+		t.Fatalf("tensor wire %v, want [14 4]", p.TensorWire)
 	}
 }
 
@@ -226,10 +239,25 @@ func TestAdaCompBadPayload(t *testing.T) {
 		if err := decode(append(append([]byte(nil), good...), 0)); err == nil || !strings.Contains(err.Error(), "trailing") {
 			t.Fatalf("trailing byte: %v", err)
 		}
+		// Tensor 0's stream starts at byte 8: 0b100 is gamma 4, a step of 3
+		// bins from bin 0, past its 2 bins.
 		bad := append([]byte(nil), good...)
-		binary.LittleEndian.PutUint32(bad[4:], 8) // first index of tensor 0
-		if err := decode(bad); err == nil || !strings.Contains(err.Error(), "out of range") {
-			t.Fatalf("index 8 of 8: %v", err)
+		bad[8] = 0b100
+		if err := decode(bad); err == nil || !strings.Contains(err.Error(), "bin 3 of 2") {
+			t.Fatalf("bin 3 of 2: %v", err)
+		}
+		// A stream length beyond what 4 elements can need ((4·(66+2)+7)/8 = 34 bytes).
+		bad = append([]byte(nil), good...)
+		binary.LittleEndian.PutUint32(bad[4:], 35)
+		if err := decode(bad); err == nil || !strings.Contains(err.Error(), "index stream of 35 bytes") {
+			t.Fatalf("stream of 35 bytes: %v", err)
+		}
+		// A set bit in the padding after the last element (bit 7 of the last
+		// stream byte: the ternary stream has 18 bits, the fp32 one 14).
+		bad = append([]byte(nil), good...)
+		bad[8+int(binary.LittleEndian.Uint32(good[4:]))-1] |= 0x80
+		if err := decode(bad); err == nil || !strings.Contains(err.Error(), "bits after") {
+			t.Fatalf("padding bit set: %v", err)
 		}
 		bad = append([]byte(nil), good...)
 		binary.LittleEndian.PutUint32(bad, 9) // count
@@ -335,6 +363,34 @@ func BenchmarkAdaComp(b *testing.B) {
 				}
 				b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "elements/s")
 			})
+		}
+	}
+}
+
+// TestAdaCompStreamRoundTrip: random gradients over bin lengths 1 (no offset
+// bits), 3, 50 and 500 on sizes that leave a partial last bin and on a tensor
+// with sparse activity (long bin steps): the decoded payload equals what the
+// encoder says it sent, in both value modes, over several steps.
+func TestAdaCompStreamRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, bin := range []int{1, 3, 50, 500} {
+		for _, fp32 := range []bool{false, true} {
+			tensors := adaCompTensors(1237, optim.KindConv, optim.KindLinear)
+			c := newAdaCompTest(t, tensors, bin, bin, fp32)
+			for step := range 4 {
+				g := make([]float32, 2*1237)
+				for i := range g {
+					if i < 1237 || rng.IntN(200) == 0 { // the second tensor: sparse
+						g[i] = float32(rng.NormFloat64())
+					}
+				}
+				_, out := adaCompRoundTrip(t, c, g)
+				for i, v := range c.Sent() {
+					if out[i] != v {
+						t.Fatalf("bin %d fp32 %v step %d: element %d decoded %v, sent %v", bin, fp32, step, i, out[i], v)
+					}
+				}
+			}
 		}
 	}
 }
