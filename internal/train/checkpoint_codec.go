@@ -591,11 +591,11 @@ func (e *encoder) floatMap(m map[string][]float32) {
 // the field; later reads return zero values, so decoding code reads straight
 // through and checks d.err where it would allocate or index.
 type decoder struct {
-	b       []byte
-	off     int
-	err     error
-	prefix  string // put before field names in errors
-	format  string // the file's format version; "" for worker state sent between processes (this version's)
+	b      []byte
+	off    int
+	err    error
+	prefix string // put before field names in errors
+	format string // the file's format version; "" for worker state sent between processes (this version's)
 }
 
 func (d *decoder) failf(field, format string, args ...any) {
