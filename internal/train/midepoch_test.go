@@ -79,6 +79,7 @@ func TestInterruptedMidEpochResumesExactly(t *testing.T) {
 	}
 	cases := []tcase{
 		{"mlp-sgd", "mlp", []int{8, 20}, []string{"model.hidden=32"}},
+		{"mlp-validation", "mlp", []int{8, 20}, []string{"model.hidden=32", "data.validation=64"}},
 		{"mlp-dgc", "mlp", []int{7, 9}, []string{"model.hidden=32", "dist.workers=2", "data.batch_size=8", "compress.name=dgc",
 			"compress.density=0.01", "compress.dgc.warmup_epochs=1"}},
 		{"mlp-powersgd", "mlp", []int{20}, []string{"model.hidden=32", "dist.workers=2", "data.batch_size=8", "compress.name=powersgd",
@@ -175,6 +176,7 @@ func TestResumeRefusesChangedRun(t *testing.T) {
 		"optim.lr":        func(c *configs.Config) { c.Optim.LR = 0.5 },
 		"schedule.name":   func(c *configs.Config) { c.Schedule.Name = "constant" },
 		"train.max_steps": func(c *configs.Config) { c.Train.MaxSteps = 3 },
+		"data.validation": func(c *configs.Config) { c.Data.Validation = 32 },
 	}
 	for key, edit := range edits {
 		cfg := base

@@ -74,6 +74,10 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 	cases := []tcase{
 		{"mlp", []string{"model.hidden=32", "optim.nesterov=true"}},
 		{"mlp", []string{"model.hidden=32", "optim.name=adam", "optim.lr=0.001"}},
+		// A validation split: its records are in the checkpoint, and the
+		// resumed run trains on the same examples.
+		{"mlp", []string{"model.hidden=32", "data.validation=64"}},
+		{"resnet20", []string{"train.max_steps=2", "train.eval_limit=16", "data.eval_batch_size=8", "data.batch_size=8", "data.validation=24"}},
 		{"resnet20", []string{"train.max_steps=2", "train.eval_limit=16", "data.eval_batch_size=8", "data.batch_size=8"}},
 	}
 	// Every compressor keeps its state (residuals, momenta, Q) across a resume;
