@@ -505,6 +505,7 @@ func TestValidateAll(t *testing.T) {
 	c.Compress.Name = "zip"
 	c.Compress.MinSize, c.Compress.Density = -1, 2
 	c.Compress.DGC.ClipNorm, c.Compress.DGC.WarmupEpochs, c.Compress.DGC.WarmupSchedule, c.Compress.DGC.SampleRatio = -1, -1, "fast", 0
+	c.Compress.DGC.WeightDecayAt = "gradient"
 	c.Compress.AdaComp.BinConv, c.Compress.AdaComp.BinFC = 0, 0
 	c.Compress.PowerSGD.Rank, c.Compress.PowerSGD.StartIter, c.Compress.PowerSGD.MinCompressionRate, c.Compress.PowerSGD.Epsilon = 0, -1, 0, -1
 	c.Compress.TernGrad.ClipC = -1

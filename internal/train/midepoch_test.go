@@ -82,6 +82,8 @@ func TestInterruptedMidEpochResumesExactly(t *testing.T) {
 		{"mlp-validation", "mlp", []int{8, 20}, []string{"model.hidden=32", "data.validation=64"}},
 		{"mlp-dgc", "mlp", []int{7, 9}, []string{"model.hidden=32", "dist.workers=2", "data.batch_size=8", "compress.name=dgc",
 			"compress.density=0.01", "compress.dgc.warmup_epochs=1"}},
+		{"mlp-dgc-decay-at-optimizer", "mlp", []int{7, 9}, []string{"model.hidden=32", "dist.workers=2", "data.batch_size=8", "compress.name=dgc",
+			"compress.density=0.01", "compress.dgc.warmup_epochs=1", "compress.dgc.weight_decay_at=optimizer"}},
 		{"mlp-powersgd", "mlp", []int{20}, []string{"model.hidden=32", "dist.workers=2", "data.batch_size=8", "compress.name=powersgd",
 			"compress.powersgd.start_iter=10"}},
 		// GradiVeQ: steps 0-1 warm-up, then cycles of 3 sampled and 4

@@ -172,7 +172,9 @@ func (j *job) setupReplicas(ctx context.Context, in models.Input, evalBatch int)
 // fitOptimizer configures the optimizer for what the exchange does, once
 // when both are built: a compressor that applies momentum and weight decay
 // itself (DGC's momentum correction) needs plain SGD steps on the tensors it
-// compresses, and no other optimizer (any other rule would apply momentum twice).
+// compresses, and no other optimizer (any other rule would apply momentum
+// twice); one that applies momentum but leaves weight decay to the optimizer
+// (compress.dgc.weight_decay_at optimizer) needs SGD's DecaySteps there.
 func (j *job) fitOptimizer(opt optim.Optimizer) error {
 	c := j.exchanges[0].Compressor()
 	if c == nil || !c.Needs().OwnsMomentum {
@@ -184,7 +186,11 @@ func (j *job) fitOptimizer(opt optim.Optimizer) error {
 			j.cfg.Compress.Name, j.cfg.Optim.Name, j.cfg.Compress.Name)
 	}
 	for _, t := range j.exchanges[0].CompressedTensors() {
-		sgd.PlainSteps(t.Name)
+		if c.Needs().DecayAtOptimizer {
+			sgd.DecaySteps(t.Name)
+		} else {
+			sgd.PlainSteps(t.Name)
+		}
 	}
 	return nil
 }
