@@ -306,3 +306,14 @@ func TestReportOptimizerBatchTable(t *testing.T) {
 		t.Errorf("compression sweep: err %v, table\n%s", err, res.Table)
 	}
 }
+
+func TestResultText(t *testing.T) {
+	s := classifierSummary("none", 1, 0.9, 1, 1, 2)
+	if got := resultText(&s); got != "test_accuracy 0.9000" {
+		t.Errorf("without validation: %q", got)
+	}
+	s.ValAccuracy = ptr(0.875)
+	if got := resultText(&s); got != "test_accuracy 0.9000, val_accuracy 0.8750" {
+		t.Errorf("with validation: %q", got)
+	}
+}
