@@ -101,6 +101,11 @@ type Needs struct {
 	// (DGC's momentum correction), so the optimizer must take plain steps on
 	// the compressed tensors.
 	OwnsMomentum bool
+	// DecayAtOptimizer, with OwnsMomentum: the compressor applies momentum but
+	// not weight decay, which the optimizer applies to the compressed tensors
+	// densely, with a momentum buffer of its own (DGC's reference optimizer;
+	// optim.SGD.DecaySteps).
+	DecayAtOptimizer bool
 	// Reciprocal: the mean multiplies the sum by float32(1/N) instead of
 	// dividing it by N. The two differ in the last bit for some N; each
 	// compressor keeps the arithmetic its results were produced with.

@@ -41,6 +41,12 @@ type Config struct {
 // momentum and weight decay DGC applies locally are optim.momentum,
 // optim.nesterov and optim.weight_decay.
 type DGCConfig struct {
+	// WeightDecayAt is where momentum correction applies weight decay:
+	// "velocity" adds wd*w to the gradient DGC accumulates (it reaches a
+	// coordinate only when that is selected), "optimizer" leaves it out of
+	// DGC's accumulation and has SGD apply it densely every step, with a
+	// momentum buffer of its own (the reference code's DGCSGD).
+	WeightDecayAt      string  `mapstructure:"weight_decay_at" yaml:"weight_decay_at"`
 	MomentumCorrection bool    `mapstructure:"momentum_correction" yaml:"momentum_correction"` // accumulate velocity, not gradients
 	FactorMasking      bool    `mapstructure:"factor_masking" yaml:"factor_masking"`           // zero momentum and accumulator where sent
 	ClipNorm           float64 `mapstructure:"clip_norm" yaml:"clip_norm"`                     // local clipping at clip_norm*N^-1/2; 0 = off
@@ -179,7 +185,7 @@ func DefaultConfig() Config {
 		Residual: true,
 		DGC: DGCConfig{
 			MomentumCorrection: true, FactorMasking: true, WarmupEpochs: 4, WarmupSchedule: "paper",
-			Sampling: true, SampleRatio: 0.01,
+			Sampling: true, SampleRatio: 0.01, WeightDecayAt: DecayAtVelocity,
 		},
 		AdaComp:  AdaCompConfig{BinConv: 50, BinFC: 500},
 		PowerSGD: PowerSGDConfig{Rank: 1, StartIter: 1000, MinCompressionRate: 2, ErrorFeedback: true, WarmStart: true},
@@ -213,6 +219,7 @@ func (c Config) Problems() []Problem {
 	bad(d.WarmupEpochs >= 0, "dgc.warmup_epochs", d.WarmupEpochs, "must be at least 0")
 	bad(d.WarmupSchedule == "paper" || d.WarmupSchedule == "reference" || d.WarmupSchedule == "stages", "dgc.warmup_schedule", d.WarmupSchedule, "must be one of paper, reference, stages")
 	bad(d.SampleRatio > 0 && d.SampleRatio <= 1, "dgc.sample_ratio", d.SampleRatio, "must be a fraction in (0, 1]")
+	ps.Add(d.decayProblems()...)
 	a := c.AdaComp
 	bad(a.BinConv >= 1, "adacomp.bin_conv", a.BinConv, "must be at least 1")
 	bad(a.BinFC >= 1, "adacomp.bin_fc", a.BinFC, "must be at least 1")
@@ -232,6 +239,23 @@ func (c Config) Problems() []Problem {
 
 // Validate reports every problem of Problems at once, one per line, or nil.
 func (c Config) Validate() error { return problem.Join(c.Problems()) }
+
+// Where DGC's momentum correction applies weight decay (DGCConfig.WeightDecayAt).
+const (
+	DecayAtVelocity  = "velocity"
+	DecayAtOptimizer = "optimizer"
+)
+
+// decayProblems checks compress.dgc.weight_decay_at (also run by newDGC).
+// The optimizer placement exists only under momentum correction: without it
+// the optimizer applies momentum and weight decay to the gradient already.
+func (d DGCConfig) decayProblems() []Problem {
+	var ps problem.List
+	ps.OneOf("compress.dgc.weight_decay_at", d.WeightDecayAt, []string{DecayAtVelocity, DecayAtOptimizer})
+	ps.Need(d.WeightDecayAt != DecayAtOptimizer || d.MomentumCorrection, "compress.dgc.weight_decay_at", d.WeightDecayAt,
+		"needs compress.dgc.momentum_correction true: without momentum correction the optimizer applies weight decay (and momentum) to the exchanged gradient already")
+	return ps
+}
 
 // OwnsMomentum reports whether the configured compressor applies momentum itself
 // (DGC with momentum correction), which requires plain SGD on the receiving side.

@@ -2,6 +2,7 @@ package compress
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -33,6 +34,30 @@ func TestConfigProblems(t *testing.T) {
 	var p *Problem
 	if err := c.Validate(); !errors.As(err, &p) || p.Key != "compress.name" {
 		t.Errorf("Validate() = %v, want a *Problem for compress.name first", err)
+	}
+}
+
+// TestWeightDecayAtProblems: compress.dgc.weight_decay_at is velocity or
+// optimizer, the latter only under momentum correction.
+func TestWeightDecayAtProblems(t *testing.T) {
+	for _, tc := range []struct {
+		at   string
+		mc   bool
+		want string
+	}{
+		{DecayAtVelocity, true, ""},
+		{DecayAtOptimizer, true, ""},
+		{DecayAtVelocity, false, ""},
+		{"gradient", true, `compress.dgc.weight_decay_at: "gradient": must be one of velocity, optimizer`},
+		{DecayAtOptimizer, false, `compress.dgc.weight_decay_at: "optimizer": needs compress.dgc.momentum_correction true: ` +
+			`without momentum correction the optimizer applies weight decay (and momentum) to the exchanged gradient already`},
+	} {
+		c := DefaultConfig()
+		c.Name, c.DGC.WeightDecayAt, c.DGC.MomentumCorrection = "dgc", tc.at, tc.mc
+		err := c.Validate()
+		if got := fmt.Sprint(err); tc.want == "" && err != nil || tc.want != "" && got != tc.want {
+			t.Errorf("weight_decay_at %q, momentum_correction %v: %v, want %q", tc.at, tc.mc, err, tc.want)
+		}
 	}
 }
 

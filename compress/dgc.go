@@ -24,10 +24,23 @@ import (
 //     tensor by tensor. Dense tensors never reach the compressor and are not
 //     part of the norm. The clip coefficient is thr/(norm+1e-6) as in PyTorch's
 //     clip_grad_norm_, applied when below 1.
-//   - Weight decay is added to the gradient only with momentum correction: then
-//     DGC owns the optimizer's momentum and weight decay on the compressed
-//     tensors (Needs.OwnsMomentum). In the gradient-accumulation baseline the
-//     optimizer still applies both, and adding it here would decay twice.
+//   - Weight decay is DGC's business only with momentum correction: then DGC
+//     owns the optimizer's momentum on the compressed tensors
+//     (Needs.OwnsMomentum). In the gradient-accumulation baseline the
+//     optimizer still applies both, and adding decay here would decay twice.
+//     Where it is applied is compress.dgc.weight_decay_at:
+//     "velocity" (the default) adds it to the gradient DGC accumulates,
+//     u = m*u + (g + wd*w), v += u (momentumAccumulate), as the paper's
+//     momentum SGD with L2 decay folded into the gradient reads; the decay of
+//     a coordinate then travels only when that coordinate is selected, and
+//     the optimizer takes plain steps. "optimizer" is the reference code's
+//     placement (synxlin/deep-gradient-compression: dgc/memory.py accumulates
+//     the gradient without decay; dgc/optim/sgd.py, DGCSGD.step, applies it
+//     densely at every step with a momentum buffer on the decay term only,
+//     buf = m*buf + wd*w, d = buf (Nesterov: wd*w + m*buf),
+//     w -= lr*(d + exchanged)): DGC accumulates the gradient alone and
+//     declares Needs.DecayAtOptimizer, so that SGD applies the decay to the
+//     compressed tensors (optim.SGD.DecaySteps).
 //   - With the sampled threshold, every element that passes is sent when the
 //     count lies in [0.8k, 1.3k]; the reference truncates to the first k by
 //     index, which favours low indices over larger magnitudes.
@@ -90,8 +103,14 @@ func newDGC(cfg Config, tensors []Tensor, worker, workers int, seed int64, hyper
 	bad(d.WarmupSchedule == "paper" || d.WarmupSchedule == "reference" || d.WarmupSchedule == "stages", "dgc.warmup_schedule", d.WarmupSchedule, "must be one of paper, reference, stages")
 	bad(d.WarmupEpochs >= 0, "dgc.warmup_epochs", d.WarmupEpochs, "must be at least 0")
 	bad(d.ClipNorm >= 0, "dgc.clip_norm", d.ClipNorm, "must be >= 0 (0 = off)")
+	for _, p := range d.decayProblems() {
+		errs = append(errs, p)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
+	}
+	if d.WeightDecayAt == DecayAtOptimizer {
+		hyper.WeightDecay = 0 // the optimizer applies it (Needs.DecayAtOptimizer)
 	}
 	n := packedSize(tensors)
 	c := &dgc{cfg: d, density: cfg.Density, fp16: cfg.FP16Values, narrow: cfg.NarrowIndices, hyper: hyper,
@@ -106,9 +125,11 @@ func newDGC(cfg Config, tensors []Tensor, worker, workers int, seed int64, hyper
 
 // Needs: DGC keeps its own accumulator (masked, with momentum), and with
 // momentum correction the optimizer must take plain SGD steps, without
-// momentum and weight decay, on the compressed tensors.
+// momentum and weight decay, on the compressed tensors; or, with weight decay
+// at the optimizer, steps that add the decay with its own momentum.
 func (c *dgc) Needs() Needs {
-	return Needs{Collective: dist.OpAllGather, Rounds: 1, OwnsMomentum: c.cfg.MomentumCorrection}
+	return Needs{Collective: dist.OpAllGather, Rounds: 1, OwnsMomentum: c.cfg.MomentumCorrection,
+		DecayAtOptimizer: c.cfg.MomentumCorrection && c.cfg.WeightDecayAt == DecayAtOptimizer}
 }
 
 // Steady reports whether the density warm-up is over.

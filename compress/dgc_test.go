@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gradwire/gradwire/optim"
 )
 
 // dgcTestConfig is DGC without warm-up, exact top-k and no clipping; tests
@@ -245,6 +247,61 @@ func TestDGCWeightDecay(t *testing.T) {
 	c = dgcBuild(t, dgcTestConfig(0.25), []int{4}, 1, 2, Hyper{Momentum: 0.5, Nesterov: true, WeightDecay: 0.1})
 	dgcStep(t, c, []float32{1, 0, 0, 0}, 0, params)
 	dgcClose(t, "nesterov compensated", c.Compensated(), []float32{1.65, 0.3, 0.45, 0.6}, 1e-6)
+}
+
+// TestDGCWeightDecayPlacement trains one tensor w = [1, -2] for two steps
+// of DGC (one worker, density 0.5: one element a step, exact top-k, factor
+// masking) and SGD (lr 0.1, m 0.9, wd 0.1), with the gradients g1 = [0.5,
+// 0.1], g2 = [0.2, 0.4], under both placements of the weight decay. Worked by
+// hand:
+//
+// velocity (decay in DGC's accumulation, plain optimizer steps):
+//
+//	1: u = g1 + 0.1w = [0.6, -0.1] = v; send v[0] = 0.6; v = u = [0, -0.1];
+//	   w = [1 - 0.06, -2] = [0.94, -2].
+//	2: g2 + 0.1w = [0.294, 0.2]; u = 0.9u + that = [0.294, 0.11];
+//	   v = [0.294, 0.01]; send v[0]; w = [0.94 - 0.0294, -2] = [0.9106, -2]
+//	   (w[1] never decays: it was never selected).
+//
+// optimizer (DGC accumulates g alone; SGD adds b = 0.9b + 0.1w densely):
+//
+//	1: u = v = g1 = [0.5, 0.1]; send v[0] = 0.5; v = u = [0, 0.1];
+//	   b = [0.1, -0.2]; w = [1 - 0.1(0.1 + 0.5), -2 - 0.1(-0.2)] = [0.94, -1.98].
+//	2: u = 0.9u + g2 = [0.2, 0.49]; v = [0.2, 0.59]; send v[1] = 0.59;
+//	   b = 0.9b + 0.1w = [0.184, -0.378];
+//	   w = [0.94 - 0.0184, -1.98 - 0.1(-0.378 + 0.59)] = [0.9216, -2.0012].
+func TestDGCWeightDecayPlacement(t *testing.T) {
+	for _, tc := range []struct {
+		at   string
+		want []float32
+	}{
+		{DecayAtVelocity, []float32{0.9106, -2}},
+		{DecayAtOptimizer, []float32{0.9216, -2.0012}},
+	} {
+		cfg := dgcTestConfig(0.5)
+		cfg.DGC.WeightDecayAt = tc.at
+		c := dgcBuild(t, cfg, []int{2}, 1, 0, Hyper{Momentum: 0.9, WeightDecay: 0.1})
+		if got := c.Needs().DecayAtOptimizer; got != (tc.at == DecayAtOptimizer) {
+			t.Fatalf("%s: Needs().DecayAtOptimizer = %v", tc.at, got)
+		}
+		sgd, err := optim.NewSGD(optim.Config{Name: "sgd", LR: 0.1, Momentum: 0.9, WeightDecay: 0.1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Needs().DecayAtOptimizer {
+			sgd.DecaySteps("w0")
+		} else {
+			sgd.PlainSteps("w0")
+		}
+		w := []float32{1, -2}
+		for step, g := range [][]float32{{0.5, 0.1}, {0.2, 0.4}} {
+			_, mean := dgcStep(t, c, g, step, w)
+			if err := sgd.Step([]optim.Param{{Name: "w0", Shape: []int{1, 2}, Value: w, Grad: mean}}, 0.1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		dgcClose(t, tc.at+": w after two steps", w, tc.want, 1e-6)
+	}
 }
 
 func TestDGCLocalClipping(t *testing.T) {
@@ -613,6 +670,8 @@ func TestDGCConfigErrors(t *testing.T) {
 		{func(c *Config) { c.DGC.WarmupSchedule = "linear" }, "compress.dgc.warmup_schedule"},
 		{func(c *Config) { c.DGC.WarmupEpochs = -1 }, "compress.dgc.warmup_epochs"},
 		{func(c *Config) { c.DGC.ClipNorm = -1 }, "compress.dgc.clip_norm"},
+		{func(c *Config) { c.DGC.WeightDecayAt = "gradient" }, "compress.dgc.weight_decay_at"},
+		{func(c *Config) { c.DGC.WeightDecayAt, c.DGC.MomentumCorrection = DecayAtOptimizer, false }, "compress.dgc.weight_decay_at"},
 	} {
 		cfg := dgcTestConfig(0.01)
 		tc.edit(&cfg)

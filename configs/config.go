@@ -33,6 +33,11 @@ type DataConfig struct {
 	SeqLen        int    `mapstructure:"seq_len" yaml:"seq_len"`                 // text: characters per window (default 64)
 	Augment       bool   `mapstructure:"augment" yaml:"augment"`                 // CIFAR: padded random crop + horizontal flip
 	Normalize     bool   `mapstructure:"normalize" yaml:"normalize"`             // per-data-set mean/std normalisation (default true)
+	// Validation holds this many training examples out as a validation split,
+	// evaluated every epoch (0 = off). The held-out examples are the same for
+	// every run of a data set (see data.HoldOut). Images only: text's test
+	// split is already its held-out last 10%.
+	Validation int `mapstructure:"validation" yaml:"validation"`
 }
 
 // TrainConfig is the `train` section.

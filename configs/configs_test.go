@@ -315,6 +315,16 @@ func TestLoadErrors(t *testing.T) {
 			want: []string{`data.augment: true: only cifar10 and cifar100`},
 		},
 		{
+			name: "negative validation split",
+			sets: []string{"data.validation=-5"},
+			want: []string{`--set: data.validation: -5: must be >= 0: the number of training examples held out`},
+		},
+		{
+			name: "validation split of text",
+			sets: []string{"data.name=tinyshakespeare", "model.name=charlstm", "data.validation=1000"},
+			want: []string{`--set: data.validation: 1000: must be 0 for tinyshakespeare: its test split is already held out`},
+		},
+		{
 			name: "nesterov without momentum",
 			sets: []string{"optim.nesterov=true", "optim.momentum=0"},
 			want: []string{`--set: optim.nesterov: true: needs optim.momentum > 0`},
@@ -467,6 +477,7 @@ func TestValidateAll(t *testing.T) {
 	c.Data.EvalBatchSize = -1
 	c.Data.SeqLen = 0
 	c.Data.Augment = true
+	c.Data.Validation = -1
 	c.Model.Name = "vit"
 	c.Model.Hidden = []int{}
 	c.Model.HiddenSize, c.Model.Layers, c.Model.EmbedDim = 0, 0, 0
@@ -494,6 +505,7 @@ func TestValidateAll(t *testing.T) {
 	c.Compress.Name = "zip"
 	c.Compress.MinSize, c.Compress.Density = -1, 2
 	c.Compress.DGC.ClipNorm, c.Compress.DGC.WarmupEpochs, c.Compress.DGC.WarmupSchedule, c.Compress.DGC.SampleRatio = -1, -1, "fast", 0
+	c.Compress.DGC.WeightDecayAt = "gradient"
 	c.Compress.AdaComp.BinConv, c.Compress.AdaComp.BinFC = 0, 0
 	c.Compress.PowerSGD.Rank, c.Compress.PowerSGD.StartIter, c.Compress.PowerSGD.MinCompressionRate, c.Compress.PowerSGD.Epsilon = 0, -1, 0, -1
 	c.Compress.TernGrad.ClipC = -1

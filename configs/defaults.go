@@ -23,6 +23,7 @@ func Default() Config {
 			SeqLen:        64,
 			Augment:       false,
 			Normalize:     true,
+			Validation:    0,
 		},
 		// The sections of models, optim and compress keep their defaults
 		// beside their code.

@@ -56,6 +56,12 @@ func (c Config) problems() []problem.Problem {
 	ps.AtLeast("data.seq_len", d.SeqLen, 1)
 	ps.Need(!d.Augment || d.Name == "cifar10" || d.Name == "cifar100", "data.augment", d.Augment,
 		fmt.Sprintf("only cifar10 and cifar100 have augmentation (data.name is %q)", d.Name))
+	// The upper bound, below the training split's size, is checked when the
+	// data are loaded: the files decide it.
+	ps.Need(d.Validation >= 0, "data.validation", d.Validation,
+		"must be >= 0: the number of training examples held out as a validation split (0 = off)")
+	ps.Need(d.Validation <= 0 || d.Name != "tinyshakespeare", "data.validation", d.Validation,
+		"must be 0 for tinyshakespeare: its test split is already held out of training (the last 10% of the corpus) and is its validation split")
 
 	m := c.Model
 	ps.Add(m.Problems()...)

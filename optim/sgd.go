@@ -15,8 +15,17 @@ package optim
 // With momentum 0 SGD keeps no buffers.
 type SGD struct {
 	sgdHyper
-	plain map[string]bool // tensors that take plain steps (PlainSteps)
+	exchanged map[string]exchangedStep // tensors whose momentum the gradient exchange applies
 }
+
+// exchangedStep is how SGD updates a tensor whose gradient arrives with
+// momentum applied by the exchange (DGC's momentum correction).
+type exchangedStep uint8
+
+const (
+	plainStep exchangedStep = iota + 1 // PlainSteps: weight decay applied by the exchange too
+	decayStep                          // DecaySteps: weight decay applied here, with its own momentum
+)
 
 // sgdHyper is what SGD and SGDW share: momentum (PyTorch semantics), Nesterov,
 // weight decay and whether it reaches biases and norms, and the momentum
@@ -63,12 +72,31 @@ func NewSGD(c Config) (*SGD, error) {
 // momentum and weight decay: their gradients arrive with both already applied
 // (by a gradient exchange that applies momentum itself). Their momentum
 // buffers are kept all the same, so the checkpoint state does not change shape.
-func (s *SGD) PlainSteps(names ...string) {
-	if s.plain == nil {
-		s.plain = map[string]bool{}
+func (s *SGD) PlainSteps(names ...string) { s.setExchanged(plainStep, names) }
+
+// DecaySteps makes SGD update the named tensors as the optimizer of Deep
+// Gradient Compression's reference code does (synxlin/deep-gradient-
+// compression, dgc/optim/sgd.py, DGCSGD.step): their gradients g arrive with
+// momentum applied and without weight decay (DGC accumulates the gradient
+// alone), and the decay is applied densely here, every step, with a momentum
+// buffer of its own on the decay term only:
+//
+//	b = m*b + wd*w
+//	d = wd*w + m*b  if Nesterov,  d = b  otherwise
+//	w -= lr*(d + g)
+//
+// The buffer is the tensor's momentum slot, so the checkpoint state keeps its
+// shape. With momentum 0 there is no buffer: w -= lr*(wd*w + g). A tensor
+// without decay (NoDecay, or weight decay 0) takes w -= lr*g and leaves its
+// buffer alone, as DGCSGD skips the decay branch when weight_decay is 0.
+func (s *SGD) DecaySteps(names ...string) { s.setExchanged(decayStep, names) }
+
+func (s *SGD) setExchanged(how exchangedStep, names []string) {
+	if s.exchanged == nil {
+		s.exchanged = map[string]exchangedStep{}
 	}
 	for _, n := range names {
-		s.plain[n] = true
+		s.exchanged[n] = how
 	}
 }
 
@@ -84,13 +112,19 @@ func (s *SGD) Step(params []Param, lr float64) error {
 	for i := range params {
 		p := &params[i]
 		wd := s.weightDecay
-		plain := s.plain[p.Name]
-		if (p.NoDecay && !s.decayNormBias) || plain {
+		if p.NoDecay && !s.decayNormBias {
 			wd = 0
 		}
-		if s.momentum == 0 || plain {
+		switch how := s.exchanged[p.Name]; {
+		case how == plainStep || how == decayStep && wd == 0:
+			sgdPlain(p.Value, p.Grad, lr, 0)
+		case how == decayStep && s.momentum == 0:
 			sgdPlain(p.Value, p.Grad, lr, wd)
-		} else {
+		case how == decayStep:
+			sgdDecayMomentum(p.Value, p.Grad, s.bufs.byName[p.Name][0], lr, wd, s.momentum, s.nesterov)
+		case s.momentum == 0:
+			sgdPlain(p.Value, p.Grad, lr, wd)
+		default:
 			sgdMomentum(p.Value, p.Grad, s.bufs.byName[p.Name][0], lr, wd, s.momentum, s.nesterov)
 		}
 	}
@@ -122,5 +156,22 @@ func sgdMomentum(w, g, b []float32, lr, wd, m float64, nesterov bool) {
 			d = bi
 		}
 		w[i] = float32(float64(wi) - lr*d)
+	}
+}
+
+// sgdDecayMomentum is DecaySteps' update: momentum on the decay term alone,
+// the gradient added as it is.
+func sgdDecayMomentum(w, g, b []float32, lr, wd, m float64, nesterov bool) {
+	g = g[:len(w)]
+	b = b[:len(w)]
+	for i, wi := range w {
+		decay := wd * float64(wi)
+		bi := m*float64(b[i]) + decay
+		b[i] = float32(bi)
+		d := bi
+		if nesterov {
+			d = decay + m*bi
+		}
+		w[i] = float32(float64(wi) - lr*(d+float64(g[i])))
 	}
 }

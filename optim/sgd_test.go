@@ -1,6 +1,9 @@
 package optim
 
-import "testing"
+import (
+	"math"
+	"testing"
+)
 
 // All cases use lr = 0.1 and are worked by hand from the rules in the SGD doc comment.
 
@@ -104,5 +107,61 @@ func TestSGDPlainSteps(t *testing.T) {
 	// d2 = 0.5 + 0.094 = 0.594, b2 = 0.9*0.6 + 0.594 = 1.134, w2 = 0.94 - 0.1134 = 0.8266.
 	if d := plain.Value[0] - 0.8266; d > 1e-6 || d < -1e-6 {
 		t.Fatalf("plain tensor %v after two steps, want 0.8266", plain.Value[0])
+	}
+}
+
+// A tensor named in DecaySteps (DGC's reference optimizer, DGCSGD) takes the
+// gradient as it is and the weight decay with a momentum buffer of its own.
+// w = 1, g = 0.5 each step, lr 0.1, m 0.9, wd 0.1, worked by hand:
+//
+//	heavy ball: b1 = 0.1, w1 = 1 - 0.1*(0.1 + 0.5) = 0.94;
+//	            b2 = 0.09 + 0.094 = 0.184, w2 = 0.94 - 0.1*(0.184 + 0.5) = 0.8716.
+//	Nesterov:   b1 = 0.1, d1 = 0.1 + 0.09 = 0.19, w1 = 1 - 0.069 = 0.931;
+//	            b2 = 0.09 + 0.0931 = 0.1831, d2 = 0.0931 + 0.16479 = 0.25789,
+//	            w2 = 0.931 - 0.075789 = 0.855211.
+//	momentum 0: w1 = 0.94, w2 = 0.94 - 0.1*(0.094 + 0.5) = 0.8806.
+//	NoDecay:    w2 = 1 - 0.05 - 0.05 = 0.9, its buffer left at 0.
+func TestSGDDecaySteps(t *testing.T) {
+	for _, tc := range []struct {
+		name               string
+		momentum           float64
+		nesterov           bool
+		wantW, wantB, noWD float32
+	}{
+		{"heavy ball", 0.9, false, 0.8716, 0.184, 0.9},
+		{"nesterov", 0.9, true, 0.855211, 0.1831, 0.9},
+		{"no momentum", 0, false, 0.8806, 0, 0.9},
+	} {
+		s, err := NewSGD(Config{Name: "sgd", LR: 0.1, Momentum: tc.momentum, Nesterov: tc.nesterov, WeightDecay: 0.1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.DecaySteps("a", "bias")
+		a := Param{Name: "a", Value: []float32{1}, Grad: []float32{0.5}}
+		bias := Param{Name: "bias", Value: []float32{1}, Grad: []float32{0.5}, NoDecay: true}
+		for step := 0; step < 2; step++ {
+			if err := s.Step([]Param{a, bias}, 0.1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if d := a.Value[0] - tc.wantW; d > 1e-6 || d < -1e-6 {
+			t.Errorf("%s: w %v after two steps, want %v", tc.name, a.Value[0], tc.wantW)
+		}
+		if d := bias.Value[0] - tc.noWD; d > 1e-6 || d < -1e-6 {
+			t.Errorf("%s: NoDecay w %v after two steps, want %v", tc.name, bias.Value[0], tc.noWD)
+		}
+		st := s.State()
+		if tc.momentum == 0 {
+			if len(st.Buffers) != 0 {
+				t.Errorf("%s: buffers %v without momentum", tc.name, st.Buffers)
+			}
+			continue
+		}
+		if b := st.Buffers["momentum/a"]; len(b) != 1 || math.Abs(float64(b[0]-tc.wantB)) > 1e-6 {
+			t.Errorf("%s: decay buffer %v, want [%v]", tc.name, b, tc.wantB)
+		}
+		if b := st.Buffers["momentum/bias"]; len(b) != 1 || b[0] != 0 {
+			t.Errorf("%s: NoDecay buffer %v, want [0]", tc.name, b)
+		}
 	}
 }

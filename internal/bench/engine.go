@@ -217,11 +217,9 @@ func buildEngineRun(c Case, cfg configs.Config, h engineHooks) (*engineRun, erro
 		return nil, err
 	}
 	first := r.exchanges[0]
-	if comp := first.Compressor(); comp != nil && comp.Needs().OwnsMomentum {
-		sgd := r.opt.(*optim.SGD) // cfg.Validate checked optim.name sgd
-		for _, t := range first.CompressedTensors() {
-			sgd.PlainSteps(t.Name)
-		}
+	if err := compress.FitOptimizer(r.opt, first.Compressor(), first.CompressedTensors(), cfg.Compress.Name, cfg.Optim.Name); err != nil {
+		r.close()
+		return nil, err
 	}
 	r.x, r.y = randomBatch(c)
 	r.xw, r.yw = len(r.x)/s.Workers, len(r.y)/s.Workers

@@ -338,12 +338,17 @@ func runOne(ctx context.Context, s *Sweep, r Run, dir string, resume bool) (*tra
 	return sum, err
 }
 
-// resultText is the final metric of a progress line.
+// resultText is the final metric of a progress line, with the validation
+// accuracy when the run held a validation split out.
 func resultText(s *train.Summary) string {
+	text := fmt.Sprintf("test_loss %.4f", s.TestLoss)
 	if s.TestAccuracy != nil {
-		return fmt.Sprintf("test_accuracy %.4f", *s.TestAccuracy)
+		text = fmt.Sprintf("test_accuracy %.4f", *s.TestAccuracy)
 	}
-	return fmt.Sprintf("test_loss %.4f", s.TestLoss)
+	if s.ValAccuracy != nil {
+		text += fmt.Sprintf(", val_accuracy %.4f", *s.ValAccuracy)
+	}
+	return text
 }
 
 // DryRun writes, for every run, its state and the equivalent gradwire train

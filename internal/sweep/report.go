@@ -376,6 +376,55 @@ var (
 	}}
 )
 
+// The validation split's figures (data.validation), which a recipe is picked
+// on instead of the test figures: accuracy, or the loss for runs without one.
+// better says whether a is better than b.
+type valMetric struct {
+	metric
+	better func(a, b float64) bool
+	unit   string // after the value on the "best on validation" line
+}
+
+var (
+	valAccuracyMetric = valMetric{metric{"validation accuracy (%)", "", 2, func(s *train.Summary) (float64, bool) {
+		if s.ValAccuracy == nil {
+			return 0, false
+		}
+		return *s.ValAccuracy * percentPerUnit, true
+	}}, func(a, b float64) bool { return a > b }, "%"}
+	valLossMetric = valMetric{metric{"validation loss (nats)", "", 3, func(s *train.Summary) (float64, bool) {
+		if s.ValLoss == nil {
+			return 0, false
+		}
+		return *s.ValLoss, true
+	}}, func(a, b float64) bool { return a < b }, " nats"}
+)
+
+// validationMetric is the validation column table.md shows: accuracy when a
+// run has it, else the loss when a run has it; ok is false when no run holds
+// a validation split out.
+func validationMetric(groups []group) (valMetric, bool) {
+	for _, m := range []valMetric{valAccuracyMetric, valLossMetric} {
+		if slices.ContainsFunc(groups, func(g group) bool { return len(values(g, m.value)) > 0 }) {
+			return m, true
+		}
+	}
+	return valMetric{}, false
+}
+
+// bestOnValidation is the line under table.md's table naming the variation
+// with the best mean validation figure over its seeds (the first listed on a
+// tie), so that a recipe can be picked without looking at the test figures.
+func bestOnValidation(groups []group, m valMetric) string {
+	best, bestV := "", 0.0
+	for _, g := range groups {
+		if v := values(g, m.value); len(v) > 0 && (best == "" || m.better(mean(v), bestV)) {
+			best, bestV = g.name, mean(v)
+		}
+	}
+	return fmt.Sprintf("\nbest on validation: %s (%s%s)\n", best, fixed(bestV, m.decimals), m.unit)
+}
+
 // table is table.md: one row per variation, aggregated over its seeds.
 func table(name string, groups []group, missing []string, failed []failedRun) string {
 	var metrics []metric
@@ -384,9 +433,13 @@ func table(name string, groups []group, missing []string, failed []failedRun) st
 			metrics = append(metrics, m)
 		}
 	}
+	val, hasVal := validationMetric(groups)
 	header := []string{"variation", "model", "compressor", "workers", "global batch", "optimizer", "seeds"}
 	for _, m := range metrics {
 		header = append(header, m.header, m.diffHeader)
+	}
+	if hasVal {
+		header = append(header, val.header)
 	}
 	header = append(header, "compression ratio", "steady compression ratio", "sent per worker-step (kB)", "busiest link per step (kB)")
 	for _, gbps := range speedUpGbps {
@@ -434,6 +487,9 @@ func table(name string, groups []group, missing []string, failed []failedRun) st
 				cells = append(cells, signed(mean(v)-mean(bv), m.decimals))
 			}
 		}
+		if hasVal {
+			cells = append(cells, meanStd(values(g, val.value), val.decimals))
+		}
 		ratio := values(g, func(s *train.Summary) (float64, bool) { return s.CompressionRatio, true })
 		// 0 is a summary written before the steady ratio existed: unknown, not zero.
 		steady := values(g, func(s *train.Summary) (float64, bool) { return s.CompressionRatioSteady, s.CompressionRatioSteady > 0 })
@@ -448,8 +504,15 @@ func table(name string, groups []group, missing []string, failed []failedRun) st
 		cells = append(cells, meanStd(values(g, func(s *train.Summary) (float64, bool) { return s.WallSeconds, s.WallSeconds > 0 }), 0))
 		row(cells)
 	}
+	valNote := ""
+	if hasVal {
+		b.WriteString(bestOnValidation(groups, val))
+		valNote = "Validation accuracy (or loss): the same after the last epoch, on the examples data.validation held out of the training set " +
+			"(blank for a run without one); best on validation: the variation with the best mean, by which a recipe is picked without looking at the test figures. "
+	}
 	b.WriteString("\nMean ± sample standard deviation over the seeds of each variation; a single seed has no ±. " +
 		"Test accuracy and validation loss are those after the last epoch. " +
+		valNote +
 		"Δ dense: difference of the means from the baseline, the first variation with compressor none and the same model, workers and global batch (blank when there is none). " +
 		"Compression ratio: bytes of dense float32 gradients over bytes sent, over the whole run; steady: after the compressor's warm-up. " +
 		"Sent per worker-step: what one worker puts on the wire in a steady step (1 kB = 1000 B). " +

@@ -184,6 +184,67 @@ func TestReportLanguageModel(t *testing.T) {
 	}
 }
 
+// TestReportValidation: runs with validation figures get a validation
+// accuracy column next to the test one and the line naming the variation best
+// on validation, which need not be the one best on test; runs.csv carries
+// val_loss and val_accuracy. A variation without validation figures leaves
+// its cell blank; the table of a sweep without any has neither.
+func TestReportValidation(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "recipes")
+	run := func(variation string, seed int64, test, val, valLoss float64) {
+		s := classifierSummary("none", seed, test, 1, 1, 2)
+		if val >= 0 {
+			s.ValAccuracy, s.ValLoss = ptr(val), ptr(valLoss)
+		}
+		writeRun(t, dir, variation, s)
+	}
+	// lr-a: test 91, 92 -> 91.5; validation 89, 90 -> 89.50 ± 0.71.
+	// lr-b: test 93 (best on test); validation 88.5.
+	// lr-c: test 90; validation 89.75 -> the best on validation.
+	run("lr-a", 1, 0.91, 0.89, 0.31)
+	run("lr-a", 2, 0.92, 0.90, 0.30)
+	run("lr-b", 1, 0.93, 0.885, 0.33)
+	run("lr-c", 1, 0.90, 0.8975, 0.29)
+	run("lr-d", 1, 0.95, -1, 0) // no validation split
+	res, err := Report(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| seeds | test accuracy (%) | Δ dense (pp) | validation accuracy (%) | compression ratio |",
+		"| lr-a | lenet5 | none | 8 | 256 | sgd | 1, 2 | 91.50 ± 0.71 | baseline | 89.50 ± 0.71 | 1.00 ± 0.00 |",
+		"| lr-b | lenet5 | none | 8 | 256 | sgd | 1 | 93.00 | +1.50 | 88.50 | 1.00 |",
+		"| lr-c | lenet5 | none | 8 | 256 | sgd | 1 | 90.00 | -1.50 | 89.75 | 1.00 |",
+		"| lr-d | lenet5 | none | 8 | 256 | sgd | 1 | 95.00 | +3.50 |  | 1.00 |",
+		"|\n\nbest on validation: lr-c (89.75%)\n",
+	} {
+		if !strings.Contains(res.Table, want) {
+			t.Errorf("table.md lacks\n%s\n%s", want, res.Table)
+		}
+	}
+	header := strings.SplitN(readFile(t, filepath.Join(dir, RunsCSV)), "\n", 2)[0]
+	if !strings.Contains(header, ",val_accuracy,val_loss,") {
+		t.Errorf("runs.csv header lacks val_accuracy and val_loss: %s", header)
+	}
+	// Only the loss (no accuracy): the loss column, the lowest mean best.
+	lossOnly := filepath.Join(t.TempDir(), "loss")
+	for i, v := range []float64{0.5, 0.4} {
+		s := classifierSummary("none", 1, 0.9, 1, 1, 2)
+		s.ValLoss = ptr(v)
+		writeRun(t, lossOnly, fmt.Sprintf("v%d", i), s)
+	}
+	if res, err := Report(lossOnly, nil); err != nil || !strings.Contains(res.Table, "| validation loss (nats) |") ||
+		!strings.Contains(res.Table, "best on validation: v1 (0.400 nats)") {
+		t.Errorf("validation loss only: err %v, table\n%s", err, res.Table)
+	}
+	// No validation figures at all: no column, no line.
+	none := filepath.Join(t.TempDir(), "none")
+	writeRun(t, none, "dense", classifierSummary("none", 1, 0.9, 1, 1, 2))
+	if res, err := Report(none, nil); err != nil || strings.Contains(res.Table, "best on validation") || strings.Contains(res.Table, "validation accuracy") {
+		t.Errorf("no validation split: err %v, table\n%s", err, res.Table)
+	}
+}
+
 func TestReportErrors(t *testing.T) {
 	empty := t.TempDir()
 	if _, err := Report(empty, nil); err == nil || !strings.Contains(err.Error(), "no finished run") || !strings.Contains(err.Error(), empty) {
@@ -287,5 +348,16 @@ func TestPlotBands(t *testing.T) {
 	}
 	if fig, err := plotMetricVsCompression("dense only", groups[:1], nil); err != nil || fig != nil {
 		t.Errorf("a sweep without compression drew an accuracy-vs-compression plot (%v)", err)
+	}
+}
+
+func TestResultText(t *testing.T) {
+	s := classifierSummary("none", 1, 0.9, 1, 1, 2)
+	if got := resultText(&s); got != "test_accuracy 0.9000" {
+		t.Errorf("without validation: %q", got)
+	}
+	s.ValAccuracy = ptr(0.875)
+	if got := resultText(&s); got != "test_accuracy 0.9000, val_accuracy 0.8750" {
+		t.Errorf("with validation: %q", got)
 	}
 }

@@ -13,9 +13,9 @@ import (
 	"strings"
 )
 
-// Checkpoint file format 3. Integers are little-endian.
+// Checkpoint file format 4. Integers are little-endian.
 //
-//	"GWCKPT" "03"       magic and format version, ASCII
+//	"GWCKPT" "04"       magic and format version, ASCII
 //	u32 n, meta (n)     position, records and config: small, so that pruning
 //	                    reads it without the tensors
 //	body                tensors, optimizer and worker state
@@ -33,10 +33,13 @@ import (
 // Format 1 was a gob payload, which trusted its counts; it is refused. Format
 // 2 lacks the workers' per-round traffic (Traffic.SteadyRoundWire); it is
 // read, and a run resumed from it predicts its step time from the rounds'
-// average.
+// average. Formats 2 and 3 lack the epoch records' validation figures
+// (ValLoss, ValAccuracy); they are read as records without them, which is
+// what a run of those versions had (data.validation did not exist).
 const (
 	checkpointMagic  = "GWCKPT"
-	checkpointFormat = "03"
+	checkpointFormat = "04"
+	format3          = "03"
 	format2          = "02"
 	gobFormat        = "01"
 	maxRounds        = 16 // collective rounds of one compressor step (PowerSGD and ScaleCom have two)
@@ -61,11 +64,12 @@ const (
 	// (layout.state).
 	compressorStateFactor = 2
 	// epochRecordMinBytes is the smallest encoded EpochResult: the kind's
-	// length, seven 8-byte numbers and two presence bytes.
+	// length, seven 8-byte numbers and two presence bytes (four in format 4;
+	// the bound holds for every format read).
 	epochRecordMinBytes = 4 + 7*8 + 2
 )
 
-// encodeCheckpoint writes c in format 2 to w. It first checks that the
+// encodeCheckpoint writes c in format 4 (checkpointFormat) to w. It first checks that the
 // position fields would load back (decodeMeta), so a bad value is refused when
 // the checkpoint is written rather than when a run wants to resume from it.
 func encodeCheckpoint(w io.Writer, c *checkpoint) error {
@@ -78,7 +82,7 @@ func encodeCheckpoint(w io.Writer, c *checkpoint) error {
 	if meta.Len() > maxMetaBytes {
 		return fmt.Errorf("%d bytes of position and records, more than the %d a checkpoint may hold", meta.Len(), maxMetaBytes)
 	}
-	if _, err := decodeMeta(meta.Bytes()); err != nil {
+	if _, err := decodeMeta(meta.Bytes(), checkpointFormat); err != nil {
 		return fmt.Errorf("would not load back: %w", err)
 	}
 	crc := crc32.NewIEEE()
@@ -98,7 +102,11 @@ func encodeCheckpoint(w io.Writer, c *checkpoint) error {
 	return err
 }
 
-func encodeMeta(e *encoder, c *checkpoint) {
+func encodeMeta(e *encoder, c *checkpoint) { encodeMetaAs(e, c, checkpointFormat) }
+
+// encodeMetaAs writes the meta section as format (checkpointFormat, or an
+// older one for the tests that read older files) lays it out.
+func encodeMetaAs(e *encoder, c *checkpoint, format string) {
 	e.str(c.Version)
 	e.str(c.Model)
 	e.int(c.Epoch)
@@ -125,6 +133,10 @@ func encodeMeta(e *encoder, c *checkpoint) {
 		e.f64(r.TestLoss)
 		e.optF64(r.TestAccuracy)
 		e.optF64(r.ValBPC)
+		if hasValidation(format) {
+			e.optF64(r.ValLoss)
+			e.optF64(r.ValAccuracy)
+		}
 		e.f64(r.Seconds)
 		e.f64(r.SamplesPerSecond)
 	}
@@ -208,11 +220,12 @@ func decodeCheckpoint(raw []byte, want layout) (*checkpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := decodeMeta(meta)
+	format := formatOf(raw)
+	c, err := decodeMeta(meta, format)
 	if err != nil {
 		return nil, err
 	}
-	d := &decoder{b: body, format2: string(raw[len(checkpointMagic):headerBytes-4]) == format2}
+	d := &decoder{b: body, format: format}
 	d.body(c, want)
 	if d.err != nil {
 		return nil, d.err
@@ -233,7 +246,7 @@ func checkHeader(head []byte) error {
 		return &damagedError{"corrupt or truncated (cut short in the header)"}
 	}
 	switch v := string(head[n : n+len(checkpointFormat)]); v {
-	case checkpointFormat, format2:
+	case checkpointFormat, format3, format2:
 		return nil
 	case gobFormat:
 		return fmt.Errorf("written by an older version of gradwire (checkpoint format %s); this version reads format %s: start the run afresh or finish it with the version that wrote it",
@@ -264,10 +277,19 @@ func splitCheckpoint(raw []byte) (meta, body []byte, err error) {
 	return data[headerBytes : headerBytes+int(n)], data[headerBytes+int(n):], nil
 }
 
-// decodeMeta decodes and range-checks the meta section: position, records,
-// config. It needs no layout.
-func decodeMeta(b []byte) (*checkpoint, error) {
-	d := &decoder{b: b}
+// formatOf is the format version of a file whose header checkHeader accepted.
+func formatOf(head []byte) string {
+	return string(head[len(checkpointMagic) : len(checkpointMagic)+len(checkpointFormat)])
+}
+
+// hasValidation reports whether format's epoch records hold the validation
+// figures (format 4 on).
+func hasValidation(format string) bool { return format != format2 && format != format3 }
+
+// decodeMeta decodes and range-checks the meta section of a file of format
+// (as in its header): position, records, config. It needs no layout.
+func decodeMeta(b []byte, format string) (*checkpoint, error) {
+	d := &decoder{b: b, format: format}
 	c := &checkpoint{}
 	c.Version = d.str("Version", maxNameBytes)
 	c.Model = d.str("Model", maxNameBytes)
@@ -324,6 +346,10 @@ func decodeMeta(b []byte) (*checkpoint, error) {
 		r.TestLoss = d.f64("TestLoss")
 		r.TestAccuracy = d.optF64("TestAccuracy")
 		r.ValBPC = d.optF64("ValBPC")
+		if hasValidation(format) {
+			r.ValLoss = d.optF64("ValLoss")
+			r.ValAccuracy = d.optF64("ValAccuracy")
+		}
 		r.Seconds = d.seconds("Seconds")
 		r.SamplesPerSecond = d.f64("SamplesPerSecond")
 	}
@@ -459,7 +485,7 @@ func (d *decoder) worker(field string, want layout) workerState {
 	}
 	t.WireByKind = d.kindMap(field + ".Traffic.WireByKind")
 	t.DenseByKind = d.kindMap(field + ".Traffic.DenseByKind")
-	if !d.format2 {
+	if d.format != format2 {
 		if n := d.count(field+".Traffic.SteadyRoundWire", 8, maxRounds); n > 0 {
 			t.SteadyRoundWire = make([]int64, n)
 			for r := range t.SteadyRoundWire {
@@ -565,11 +591,11 @@ func (e *encoder) floatMap(m map[string][]float32) {
 // the field; later reads return zero values, so decoding code reads straight
 // through and checks d.err where it would allocate or index.
 type decoder struct {
-	b       []byte
-	off     int
-	err     error
-	prefix  string // put before field names in errors
-	format2 bool   // a format-2 body: no per-round traffic
+	b      []byte
+	off    int
+	err    error
+	prefix string // put before field names in errors
+	format string // the file's format version; "" for worker state sent between processes (this version's)
 }
 
 func (d *decoder) failf(field, format string, args ...any) {

@@ -273,7 +273,7 @@ func TestCheckpointIntegrity(t *testing.T) {
 	}
 	v1 := frame(append([]byte("GWCKPT01"), gobPayload.Bytes()...))
 	newer := slices.Clone(raw)
-	copy(newer[6:], "04")
+	copy(newer[6:], "05")
 	cases := []struct {
 		name    string
 		raw     []byte
@@ -285,8 +285,8 @@ func TestCheckpointIntegrity(t *testing.T) {
 		{"empty", nil, "corrupt or truncated (0 bytes", true},
 		{"header only", raw[:headerBytes], "corrupt or truncated (12 bytes", true},
 		{"not a checkpoint", []byte("hello, world"), `not a gradwire checkpoint (expected it to start with "GWCKPT")`, true},
-		{"format 1", v1, "written by an older version of gradwire (checkpoint format 01); this version reads format 03", false},
-		{"format 4", newer, `checkpoint format "04", this version of gradwire reads format 03`, false},
+		{"format 1", v1, "written by an older version of gradwire (checkpoint format 01); this version reads format 04", false},
+		{"format 5", newer, `checkpoint format "05", this version of gradwire reads format 04`, false},
 	}
 	for _, tc := range cases {
 		_, err := decodeCheckpoint(tc.raw, l)
@@ -448,16 +448,19 @@ func TestResumeRefusesBadCheckpoint(t *testing.T) {
 }
 
 // TestReadsFormat2 decodes a format-2 file, which ends each worker's state
-// after its per-kind traffic: built from a format-3 encoding without the
-// per-round traffic by dropping each worker's trailing zero round count.
+// after its per-kind traffic and has no validation figures in its epoch
+// records: built from an encoding of format 2's meta without the per-round
+// traffic by dropping each worker's trailing zero round count.
 func TestReadsFormat2(t *testing.T) {
 	l := testLayout()
 	c := fullCheckpoint(l)
 	for i := range c.Workers {
 		c.Workers[i].Traffic.SteadyRoundWire = nil
 	}
-	raw := encodeValid(t, c)
-	body := raw[:len(raw)-4] // without the CRC
+	for i := range c.Epochs {
+		c.Epochs[i].ValLoss, c.Epochs[i].ValAccuracy = nil, nil
+	}
+	body := encodeFormat(t, c, format2, format2)
 	tail := 0
 	for _, w := range c.Workers {
 		tail += len(encodeWorkerState(w))
@@ -481,10 +484,51 @@ func TestReadsFormat2(t *testing.T) {
 		t.Errorf("format 2 decodes to\n%+v\nexpected\n%+v", got.Workers, c.Workers)
 	}
 	// The same bytes labelled format 3 lack the round counts: refused.
-	copy(v2[len(checkpointMagic):], checkpointFormat)
+	copy(v2[len(checkpointMagic):], format3)
 	if _, err := decodeCheckpoint(frame(v2), l); err == nil {
 		t.Error("a format-2 body labelled format 3 decoded")
 	}
+}
+
+// TestReadsFormat3 decodes a format-3 file, whose epoch records lack the
+// validation figures (ValLoss, ValAccuracy) that format 4 added: records
+// without them. The same bytes labelled format 4 are refused (the records
+// are two presence bytes short), and a format-4 file labelled 3 too.
+func TestReadsFormat3(t *testing.T) {
+	l := testLayout()
+	c := fullCheckpoint(l)
+	for i := range c.Epochs {
+		c.Epochs[i].ValLoss, c.Epochs[i].ValAccuracy = nil, nil
+	}
+	got, err := decodeCheckpoint(frame(encodeFormat(t, c, format3, format3)), l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, c) {
+		t.Errorf("format 3 decodes to\n%+v\nexpected\n%+v", got.Epochs, c.Epochs)
+	}
+	// Pruning scans the meta section alone, by the header's format.
+	if m, err := scanMetaOf(t, encodeFormat(t, c, format3, format3)); err != nil || !reflect.DeepEqual(m.Epochs, c.Epochs) {
+		t.Errorf("scanning a format-3 file: %v", err)
+	}
+	if _, err := decodeCheckpoint(frame(encodeFormat(t, c, format3, checkpointFormat)), l); err == nil {
+		t.Error("a format-3 file labelled format 4 decoded")
+	}
+	if _, err := decodeCheckpoint(frame(encodeFormat(t, fullCheckpoint(l), checkpointFormat, format3)), l); err == nil {
+		t.Error("a format-4 file labelled format 3 decoded")
+	}
+}
+
+// scanMetaOf writes the file payload (framed with its CRC) and scans it as
+// pruning does.
+func scanMetaOf(t *testing.T, payload []byte) (*checkpoint, error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "x.ckpt")
+	if err := os.WriteFile(path, frame(payload), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, _, err := scanCheckpoint(path)
+	return m, err
 }
 
 // TestCheckpointDeclaredStateBound: a compressor that declares its state

@@ -147,10 +147,21 @@ func removeStaleTemps(dir string) (removed []string, err error) {
 	return removed, nil
 }
 
+// selectionLoss is the loss an epoch's checkpoint is ranked by: the
+// validation loss when there is one, else the test loss.
+func selectionLoss(r EpochResult) float64 {
+	if r.ValLoss != nil {
+		return *r.ValLoss
+	}
+	return r.TestLoss
+}
+
 // pruneCheckpoints deletes the checkpoints a run no longer needs. It keeps the
 // newest keep checkpoints that verify (CRC and position fields) and, among the
-// epoch-end checkpoints that verify, the one with the lowest test loss (the
-// last record of its Epochs); it deletes the others, damaged ones included,
+// epoch-end checkpoints that verify, the one with the lowest validation loss
+// when the run holds a validation split out (data.validation), else the lowest
+// test loss (the last record of its Epochs), so that the kept best is not
+// picked on the test set when it need not be; it deletes the others, damaged ones included,
 // oldest first. Checkpoints of another format are left alone. When no
 // checkpoint verifies, or one cannot be read, it deletes nothing. A crash
 // mid-prune leaves a superset of what it keeps; call it after the newest
@@ -179,7 +190,7 @@ func pruneCheckpoints(dir string, keep int) error {
 		good = append(good, f)
 		if meta.StepInEpoch == 0 && len(meta.Epochs) > 0 {
 			// Ties go to the newest; a NaN loss is never the best.
-			if loss := meta.Epochs[len(meta.Epochs)-1].TestLoss; !math.IsNaN(loss) && (best < 0 || loss < bestLoss) {
+			if loss := selectionLoss(meta.Epochs[len(meta.Epochs)-1]); !math.IsNaN(loss) && (best < 0 || loss < bestLoss) {
 				best, bestLoss = len(good)-1, loss
 			}
 		}
@@ -275,7 +286,7 @@ func scanCheckpoint(path string) (meta *checkpoint, kind scanKind, err error) {
 	if metaBytes == nil {
 		return bad("field meta length: %d bytes, expected at most %d", metaLen, min(rest, maxMetaBytes))
 	}
-	c, err := decodeMeta(metaBytes)
+	c, err := decodeMeta(metaBytes, formatOf(head))
 	if err != nil {
 		return bad("%v", err)
 	}

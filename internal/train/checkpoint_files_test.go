@@ -178,9 +178,9 @@ func TestPruneCheckpoints(t *testing.T) {
 	// Damaged (older than the kept ones) and of another format: the first goes,
 	// the second is left alone.
 	damaged := checkpointPath(dir, 5)
-	os.WriteFile(damaged, []byte("GWCKPT03 and not much else"), 0o644)
+	os.WriteFile(damaged, []byte("GWCKPT04 and not much else"), 0o644)
 	foreign := checkpointPath(dir, 7)
-	os.WriteFile(foreign, frame([]byte("GWCKPT04 a later format")), 0o644)
+	os.WriteFile(foreign, frame([]byte("GWCKPT05 a later format")), 0o644)
 
 	if err := pruneCheckpoints(dir, 2); err != nil {
 		t.Fatal(err)
@@ -203,6 +203,29 @@ func TestPruneCheckpoints(t *testing.T) {
 
 // When the newest checkpoints are damaged, pruning keeps the newest ones that
 // verify; when none verifies, it deletes nothing.
+// TestPruneKeepsBestOnValidation: with validation figures in the records
+// (data.validation), the kept best epoch end is the one with the lowest
+// validation loss, not the lowest test loss.
+func TestPruneKeepsBestOnValidation(t *testing.T) {
+	dir := t.TempDir()
+	test := []float64{0.9, 0.5, 0.7, 0.6, 0.8}
+	val := []float64{0.9, 0.8, 0.4, 0.6, 0.7}
+	for e := 1; e <= 5; e++ {
+		c := epochEnd(e, test)
+		for i := range c.Epochs {
+			c.Epochs[i].ValLoss, c.Epochs[i].ValAccuracy = ptr(val[i]), ptr(0.5)
+		}
+		writeCkpt(t, dir, c)
+	}
+	if err := pruneCheckpoints(dir, 1); err != nil {
+		t.Fatal(err)
+	}
+	// Epoch 3 (step 30) has the lowest validation loss; epoch 2 the lowest test loss.
+	if got, want := ckptNames(t, dir), []string{"step-00000030.ckpt", "step-00000050.ckpt"}; !slices.Equal(got, want) {
+		t.Fatalf("kept %q, expected %q (the newest, and the best on validation)", got, want)
+	}
+}
+
 func TestPruneKeepsNewestValid(t *testing.T) {
 	dir := t.TempDir()
 	losses := []float64{1, 2, 3, 4}

@@ -83,8 +83,8 @@ func fullCheckpoint(l layout) *checkpoint {
 		Optim: optim.State{Step: 23, Buffers: map[string][]float32{
 			"m/fc1.w": seq(1, 12), "v/fc1.w": seq(2, 12), "m/fc2.b": seq(3, 2), "norm/fc1.b": {9}}},
 		Epochs: []EpochResult{
-			{Kind: "epoch", Epoch: 1, Step: 10, LR: 0.1, TrainLoss: 2.1, TestLoss: 1.9, TestAccuracy: ptr(0.4), ValBPC: ptr(2.5), Seconds: 3, SamplesPerSecond: 210},
-			{Kind: "epoch", Epoch: 2, Step: 20, LR: 0.05, TrainLoss: 1.1, TestLoss: 0.9, TestAccuracy: ptr(0.7), ValBPC: ptr(1.5), Seconds: 2.5, SamplesPerSecond: 250},
+			{Kind: "epoch", Epoch: 1, Step: 10, LR: 0.1, TrainLoss: 2.1, TestLoss: 1.9, TestAccuracy: ptr(0.4), ValBPC: ptr(2.5), ValLoss: ptr(1.8), ValAccuracy: ptr(0.45), Seconds: 3, SamplesPerSecond: 210},
+			{Kind: "epoch", Epoch: 2, Step: 20, LR: 0.05, TrainLoss: 1.1, TestLoss: 0.9, TestAccuracy: ptr(0.7), ValBPC: ptr(1.5), ValLoss: ptr(0.8), ValAccuracy: ptr(0.75), Seconds: 2.5, SamplesPerSecond: 250},
 		},
 	}
 	off := float32(0)
@@ -120,15 +120,22 @@ func fullCheckpoint(l layout) *checkpoint {
 // position fields, as a damaged or crafted file would hold it.
 func encodeRaw(t testing.TB, c *checkpoint) []byte {
 	t.Helper()
+	return frame(encodeFormat(t, c, checkpointFormat, checkpointFormat))
+}
+
+// encodeFormat is c's file without the CRC, its meta section laid out as
+// format and its header labelled label.
+func encodeFormat(t testing.TB, c *checkpoint, format, label string) []byte {
+	t.Helper()
 	var meta, body bytes.Buffer
 	me, be := &encoder{w: &meta}, &encoder{w: &body}
-	encodeMeta(me, c)
+	encodeMetaAs(me, c, format)
 	encodeBody(be, c)
 	if me.err != nil || be.err != nil {
 		t.Fatal(me.err, be.err)
 	}
-	return frame(append(binary.LittleEndian.AppendUint32([]byte(checkpointMagic+checkpointFormat), uint32(meta.Len())),
-		append(meta.Bytes(), body.Bytes()...)...))
+	return append(binary.LittleEndian.AppendUint32([]byte(checkpointMagic+label), uint32(meta.Len())),
+		append(meta.Bytes(), body.Bytes()...)...)
 }
 
 // frame appends the CRC that makes payload (header included) a file that

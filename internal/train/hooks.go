@@ -258,6 +258,9 @@ func (l *epochLog) afterEpoch(e *epochDone) error {
 	} else {
 		attrs = append(attrs, "test_loss", fmt.Sprintf("%.4f", res.TestLoss), "test_accuracy", fmt.Sprintf("%.4f", *res.TestAccuracy))
 	}
+	if res.ValLoss != nil && res.ValAccuracy != nil {
+		attrs = append(attrs, "val_loss", fmt.Sprintf("%.4f", *res.ValLoss), "val_accuracy", fmt.Sprintf("%.4f", *res.ValAccuracy))
+	}
 	l.log.Info("epoch", append(attrs, "epoch_time", formatDuration(time.Duration(res.Seconds*float64(time.Second))),
 		"samples_per_s", fmt.Sprintf("%.0f", res.SamplesPerSecond))...)
 	return nil

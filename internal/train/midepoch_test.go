@@ -79,8 +79,11 @@ func TestInterruptedMidEpochResumesExactly(t *testing.T) {
 	}
 	cases := []tcase{
 		{"mlp-sgd", "mlp", []int{8, 20}, []string{"model.hidden=32"}},
+		{"mlp-validation", "mlp", []int{8, 20}, []string{"model.hidden=32", "data.validation=64"}},
 		{"mlp-dgc", "mlp", []int{7, 9}, []string{"model.hidden=32", "dist.workers=2", "data.batch_size=8", "compress.name=dgc",
 			"compress.density=0.01", "compress.dgc.warmup_epochs=1"}},
+		{"mlp-dgc-decay-at-optimizer", "mlp", []int{7, 9}, []string{"model.hidden=32", "dist.workers=2", "data.batch_size=8", "compress.name=dgc",
+			"compress.density=0.01", "compress.dgc.warmup_epochs=1", "compress.dgc.weight_decay_at=optimizer"}},
 		{"mlp-powersgd", "mlp", []int{20}, []string{"model.hidden=32", "dist.workers=2", "data.batch_size=8", "compress.name=powersgd",
 			"compress.powersgd.start_iter=10"}},
 		// GradiVeQ: steps 0-1 warm-up, then cycles of 3 sampled and 4
@@ -175,6 +178,7 @@ func TestResumeRefusesChangedRun(t *testing.T) {
 		"optim.lr":        func(c *configs.Config) { c.Optim.LR = 0.5 },
 		"schedule.name":   func(c *configs.Config) { c.Schedule.Name = "constant" },
 		"train.max_steps": func(c *configs.Config) { c.Train.MaxSteps = 3 },
+		"data.validation": func(c *configs.Config) { c.Data.Validation = 32 },
 	}
 	for key, edit := range edits {
 		cfg := base

@@ -72,6 +72,37 @@ func TestMPITrainingEqualsLocal(t *testing.T) {
 	}
 }
 
+// TestMPIValidationEqualsLocal: with data.validation on, every rank holds
+// out the same examples (the split is a function of data.validation and the
+// files alone), so the run under mpirun -np 2 trains on the local backend's
+// training set and ends with its validation figures, within float32 rounding
+// (the all-reduce's order; sameLosses' bounds).
+func TestMPIValidationEqualsLocal(t *testing.T) {
+	root := t.TempDir()
+	datatest.WriteFakeFashion(t, root, 256, 64)
+	sets := []string{"data.validation=64"}
+	local := runCfg(t, mpiConfig(t, root, "local", sets...), t.TempDir(), false)
+	out := t.TempDir()
+	log, err := mpitest.Run(t, 2, "TestMPITrainingWorker", "GRADWIRE_TEST_ROOT="+root, "GRADWIRE_TEST_OUT="+out,
+		"GRADWIRE_TEST_SETS="+strings.Join(sets, ";"))
+	if err != nil {
+		t.Fatalf("mpirun -np 2: %v\n%s", err, log)
+	}
+	got, err := ReadSummary(filepath.Join(out, "summary.json"))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log)
+	}
+	// 192 training examples in global batches of 64: 3 steps an epoch.
+	if got.Steps != local.Steps || got.Steps != 2*3 || got.ValLoss == nil || got.ValAccuracy == nil {
+		t.Fatalf("-np 2: %d steps, validation %v %v; local %d steps", got.Steps, got.ValLoss, got.ValAccuracy, local.Steps)
+	}
+	sameLosses(t, 2, got, local)
+	if d := math.Abs(*got.ValLoss-*local.ValLoss) / *local.ValLoss; d > 1e-4 || math.Abs(*got.ValAccuracy-*local.ValAccuracy) > 1.5/64 {
+		t.Errorf("-np 2: val_loss %v val_accuracy %v, local backend %v %v", *got.ValLoss, *got.ValAccuracy, *local.ValLoss, *local.ValAccuracy)
+	}
+	t.Logf("-np 2: val_loss %.6f (local %.6f), val_accuracy %.4f (local %.4f)", *got.ValLoss, *local.ValLoss, *got.ValAccuracy, *local.ValAccuracy)
+}
+
 // mpiCompressed are compressed runs of mpiConfig's 8 steps (2 epochs of 4):
 // ScaleCom with one epoch of density warm-up, and GradiVeQ (on conv2.w, fc1.w
 // and fc2.w, the tensors of at least compress.min_size 1024) with step 0
@@ -159,7 +190,7 @@ func sameLossesWithin(t *testing.T, np int, got, local *Summary, tol float64) {
 
 func TestMPITrainingWorker(t *testing.T) {
 	if !mpitest.Worker() {
-		t.Skip("run by TestMPITrainingEqualsLocal and TestMPICompressedTrainingEqualsLocal under mpirun")
+		t.Skip("run by TestMPITrainingEqualsLocal, TestMPIValidationEqualsLocal and TestMPICompressedTrainingEqualsLocal under mpirun")
 	}
 	var sets []string
 	if s := os.Getenv("GRADWIRE_TEST_SETS"); s != "" {

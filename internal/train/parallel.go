@@ -169,24 +169,11 @@ func (j *job) setupReplicas(ctx context.Context, in models.Input, evalBatch int)
 	return err
 }
 
-// fitOptimizer configures the optimizer for what the exchange does, once
-// when both are built: a compressor that applies momentum and weight decay
-// itself (DGC's momentum correction) needs plain SGD steps on the tensors it
-// compresses, and no other optimizer (any other rule would apply momentum twice).
+// fitOptimizer configures the optimizer for what the exchange does
+// (compress.FitOptimizer).
 func (j *job) fitOptimizer(opt optim.Optimizer) error {
-	c := j.exchanges[0].Compressor()
-	if c == nil || !c.Needs().OwnsMomentum {
-		return nil
-	}
-	sgd, ok := opt.(*optim.SGD)
-	if !ok {
-		return fmt.Errorf("compress.name %s applies momentum itself (momentum correction): optim.name must be sgd, not %s (or set compress.%s.momentum_correction: false)",
-			j.cfg.Compress.Name, j.cfg.Optim.Name, j.cfg.Compress.Name)
-	}
-	for _, t := range j.exchanges[0].CompressedTensors() {
-		sgd.PlainSteps(t.Name)
-	}
-	return nil
+	x := j.exchanges[0]
+	return compress.FitOptimizer(opt, x.Compressor(), x.CompressedTensors(), j.cfg.Compress.Name, j.cfg.Optim.Name)
 }
 
 // workerState is one logical worker's checkpointed exchange state.

@@ -61,6 +61,7 @@ type job struct {
 	log     *slog.Logger
 	train   data.Dataset
 	test    data.Dataset
+	val     data.Dataset // held out of the training split by data.validation; nil when off
 	aug     *data.Augmenter
 	net     *models.Net   // replica 0: the parameters the optimizer updates, evaluation
 	nets    []*models.Net // every replica
@@ -297,12 +298,17 @@ func (j *job) setup(ctx context.Context) error {
 			return fmt.Errorf("data.augment: %w", err)
 		}
 	}
+	if c.Data.Validation > 0 {
+		if j.train, j.val, err = holdOut(j.train, c.Data.Validation); err != nil {
+			return err
+		}
+	}
 	j.globalBatch = c.WorkerBatch() * c.Dist.Workers
 	j.sampler = data.NewSampler(j.train.Len(), c.Seed)
 	j.stepsPerEpoch = j.sampler.StepsPerEpoch(j.globalBatch)
 	if j.stepsPerEpoch == 0 {
-		return fmt.Errorf("data.batch_size: global batch %d (batch_size %d x %d workers) is larger than the %d training examples",
-			j.globalBatch, c.WorkerBatch(), c.Dist.Workers, j.train.Len())
+		return fmt.Errorf("data.batch_size: global batch %d (batch_size %d x %d workers) is larger than the %d training examples%s",
+			j.globalBatch, c.WorkerBatch(), c.Dist.Workers, j.train.Len(), heldOutNote(c.Data.Validation))
 	}
 	if c.Train.MaxSteps > 0 && c.Train.MaxSteps < j.stepsPerEpoch {
 		j.stepsPerEpoch = c.Train.MaxSteps
@@ -335,9 +341,43 @@ func (j *job) setup(ctx context.Context) error {
 	j.log.Info("model", "name", c.Model.Name, "params", j.net.NumParams(), "ops", c.Model.Ops,
 		"blas", models.BLAS, "blas_core", models.BLASCoreType(), "op_workers", j.net.OpWorkers())
 	j.log.Info("workers", "workers", c.Dist.Workers, "replicas", len(j.nets), "backend", c.Dist.Backend)
-	j.log.Info("data", "name", c.Data.Name, "dir", j.dataDir, "train", j.train.Len(), "test", j.test.Len(),
-		"global_batch", j.globalBatch, "steps_per_epoch", j.stepsPerEpoch)
+	j.log.Info("data", "name", c.Data.Name, "dir", j.dataDir, "train", j.train.Len(), "validation", c.Data.Validation,
+		"test", j.test.Len(), "global_batch", j.globalBatch, "steps_per_epoch", j.stepsPerEpoch)
 	return ctx.Err()
+}
+
+// holdOut splits the training split into the examples the run trains on and
+// the validation examples data.validation holds out (data.HoldOut: the same
+// examples for every run of the data set, whatever its seed, workers or
+// batch). Every MPI rank computes the same split: it is a function of
+// data.validation and the training files, which the ranks compare at start.
+func holdOut(full data.Dataset, k int) (train, val data.Dataset, err error) {
+	if n := full.Len(); k >= n {
+		return nil, nil, fmt.Errorf("data.validation: %d: must be below the %d examples of the %s training split, leaving examples to train on",
+			k, n, full.Name())
+	}
+	trainIdx, valIdx, err := data.HoldOut(full.Len(), k)
+	if err != nil {
+		return nil, nil, fmt.Errorf("data.validation: %w", err)
+	}
+	t, err := data.NewSubset(full, trainIdx)
+	if err != nil {
+		return nil, nil, err
+	}
+	v, err := data.NewSubset(full, valIdx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return t, v, nil
+}
+
+// heldOutNote says, in an error about the training set's size, how many
+// examples data.validation took from it.
+func heldOutNote(k int) string {
+	if k == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (after data.validation held %d out)", k)
 }
 
 // claimDir makes rank 0 the owner of the run directory (the other ranks write
@@ -434,11 +474,11 @@ func (j *job) loop(ctx context.Context, st *checkpoint, h *loopHooks) (*Summary,
 		}
 		done := epochDone{}
 		if j.rank0 {
-			ev, err := j.evaluate(h.prog)
+			ev, val, err := j.evaluate(h.prog)
 			if err != nil {
 				return nil, fmt.Errorf("epoch %d: evaluation: %w", epoch+1, err)
 			}
-			res := j.epochResult(ev, epoch, globalStep, lr, lossSum, trainSeconds)
+			res := j.epochResult(ev, val, epoch, globalStep, lr, lossSum, trainSeconds)
 			done.eval, done.res = &ev, &res
 			epochs = append(epochs, res)
 		}
@@ -453,8 +493,9 @@ func (j *job) loop(ctx context.Context, st *checkpoint, h *loopHooks) (*Summary,
 	return j.summary(globalStep, elapsed, samples, epochs)
 }
 
-// epochResult is the metrics record of an epoch.
-func (j *job) epochResult(ev evalResult, epoch, globalStep int, lr, lossSum, trainSeconds float64) EpochResult {
+// epochResult is the metrics record of an epoch; val is the validation
+// split's evaluation, nil when data.validation is off.
+func (j *job) epochResult(ev evalResult, val *evalResult, epoch, globalStep int, lr, lossSum, trainSeconds float64) EpochResult {
 	res := EpochResult{Kind: "epoch", Epoch: epoch + 1, Step: globalStep, LR: lr, TrainLoss: lossSum / float64(j.stepsPerEpoch),
 		TestLoss: ev.loss, Seconds: trainSeconds, SamplesPerSecond: float64(j.stepsPerEpoch*j.globalBatch) / trainSeconds}
 	if j.isLM() {
@@ -463,6 +504,10 @@ func (j *job) epochResult(ev evalResult, epoch, globalStep int, lr, lossSum, tra
 	} else {
 		acc := ev.accuracy
 		res.TestAccuracy = &acc
+	}
+	if val != nil {
+		loss, acc := val.loss, val.accuracy
+		res.ValLoss, res.ValAccuracy = &loss, &acc
 	}
 	return res
 }
@@ -482,6 +527,7 @@ func (j *job) summary(globalStep int, elapsed float64, samples int64, epochs []E
 		BLASCore: models.BLASCoreType(), Ops: c.Model.Ops, Precision: c.Model.Precision,
 		Machine: version.Machine(),
 		Params:  j.net.NumParams(), TestAccuracy: last.TestAccuracy, TestLoss: last.TestLoss, ValBPC: last.ValBPC,
+		ValLoss: last.ValLoss, ValAccuracy: last.ValAccuracy,
 		TestExamples: j.evalExamples(), TrainLossFinal: last.TrainLoss, WallSeconds: elapsed, SamplesPerSecond: float64(samples) / elapsed,
 	}
 	sum.OptimizerStateBytesPerParam = float64(optim.StateBytes(j.opt)) / float64(j.net.NumParams())
@@ -557,12 +603,33 @@ type evalResult struct {
 	examples int     // test examples evaluated
 }
 
-// evaluate runs the evaluation graph over the test split (padded last batch, the
-// padding not counted) and computes loss and accuracy from the logits in float64.
-// It reports its progress on prog, and ends the epoch there.
-func (j *job) evaluate(prog *progress) (evalResult, error) {
+// evaluate evaluates the test split and, when data.validation holds one out,
+// the validation split (val; nil otherwise), on one code path. It reports its
+// progress on prog over both, and ends the epoch there.
+func (j *job) evaluate(prog *progress) (test evalResult, val *evalResult, err error) {
 	defer prog.endEpoch()
-	n := j.evalExamples()
+	n, total := j.evalExamples(), j.evalExamples()
+	if j.val != nil {
+		total += j.val.Len()
+	}
+	if test, err = j.evaluateSplit(j.test, n, prog, 0, total); err != nil {
+		return evalResult{}, nil, err
+	}
+	if j.val != nil {
+		v, err := j.evaluateSplit(j.val, j.val.Len(), prog, n, total)
+		if err != nil {
+			return evalResult{}, nil, fmt.Errorf("validation split: %w", err)
+		}
+		val = &v
+	}
+	return test, val, nil
+}
+
+// evaluateSplit runs the evaluation graph (the eval batch, BatchNorm's running
+// statistics) over the first n examples of ds (padded last batch, the padding
+// not counted) and computes loss and accuracy from the logits in float64. It
+// reports done+k of total examples evaluated on prog.
+func (j *job) evaluateSplit(ds data.Dataset, n int, prog *progress, done, total int) (evalResult, error) {
 	eb, in := j.net.EvalBatch(), j.net.Input()
 	classes, ylen := in.Classes, in.YLen
 	x := make([]float32, eb*numel(in.Shape))
@@ -571,13 +638,13 @@ func (j *job) evaluate(prog *progress) (evalResult, error) {
 	idx := make([]int, eb)
 	var lossSum float64
 	var correct, count int
-	prog.evaluating(0, n)
+	prog.evaluating(done, total)
 	for start := 0; start < n; start += eb {
 		real := min(eb, n-start)
 		for i := range idx {
 			idx[i] = start + min(i, real-1) // pad with the last real example
 		}
-		j.test.Fill(idx, x, y)
+		ds.Fill(idx, x, y)
 		if err := j.net.Predict(x, logits); err != nil {
 			return evalResult{}, err
 		}
@@ -590,7 +657,7 @@ func (j *job) evaluate(prog *progress) (evalResult, error) {
 			}
 			count++
 		}
-		prog.evaluating(start+real, n)
+		prog.evaluating(done+start+real, total)
 	}
 	return evalResult{loss: lossSum / float64(count), accuracy: float64(correct) / float64(count), examples: n}, nil
 }

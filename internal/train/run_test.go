@@ -74,6 +74,10 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 	cases := []tcase{
 		{"mlp", []string{"model.hidden=32", "optim.nesterov=true"}},
 		{"mlp", []string{"model.hidden=32", "optim.name=adam", "optim.lr=0.001"}},
+		// A validation split: its records are in the checkpoint, and the
+		// resumed run trains on the same examples.
+		{"mlp", []string{"model.hidden=32", "data.validation=64"}},
+		{"resnet20", []string{"train.max_steps=2", "train.eval_limit=16", "data.eval_batch_size=8", "data.batch_size=8", "data.validation=24"}},
 		{"resnet20", []string{"train.max_steps=2", "train.eval_limit=16", "data.eval_batch_size=8", "data.batch_size=8"}},
 	}
 	// Every compressor keeps its state (residuals, momenta, Q) across a resume;
@@ -82,6 +86,10 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 		cases = append(cases, tcase{"mlp", []string{"model.hidden=32", "dist.workers=2", "data.batch_size=8",
 			"compress.name=" + name, "compress.density=0.01", "compress.dgc.warmup_epochs=1", "compress.powersgd.start_iter=20"}})
 	}
+	// DGC with the weight decay at the optimizer: SGD's decay momentum is in
+	// the checkpoint too (Nesterov, so that both halves of the rule run).
+	cases = append(cases, tcase{"mlp", []string{"model.hidden=32", "dist.workers=2", "data.batch_size=8", "compress.name=dgc",
+		"compress.density=0.01", "compress.dgc.warmup_epochs=1", "compress.dgc.weight_decay_at=optimizer", "optim.nesterov=true"}})
 	for _, tc := range cases {
 		t.Run(tc.model+"-"+strings.Join(tc.sets, ","), func(t *testing.T) {
 			cfg := smallConfig(t, tc.model, tc.sets...)

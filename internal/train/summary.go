@@ -40,12 +40,16 @@ type Summary struct {
 	TestLoss                    float64  `json:"test_loss"`
 	TestExamples                int      `json:"test_examples"` // test (validation) examples each evaluation read
 	ValBPC                      *float64 `json:"val_bpc,omitempty"`
-	TrainLossFinal              float64  `json:"train_loss_final"`
-	WallSeconds                 float64  `json:"wall_seconds"`
-	SamplesPerSecond            float64  `json:"samples_per_second"`
-	BytesDense                  int64    `json:"bytes_dense"`
-	BytesSent                   int64    `json:"bytes_sent"`
-	CompressionRatio            float64  `json:"compression_ratio"`
+	// ValLoss and ValAccuracy are the final epoch's figures on the validation
+	// split data.validation holds out of the training split; absent when off.
+	ValLoss          *float64 `json:"val_loss,omitempty"`
+	ValAccuracy      *float64 `json:"val_accuracy,omitempty"`
+	TrainLossFinal   float64  `json:"train_loss_final"`
+	WallSeconds      float64  `json:"wall_seconds"`
+	SamplesPerSecond float64  `json:"samples_per_second"`
+	BytesDense       int64    `json:"bytes_dense"`
+	BytesSent        int64    `json:"bytes_sent"`
+	CompressionRatio float64  `json:"compression_ratio"`
 	// CompressionRatioSteady counts only the steps after the compressor's warm-up.
 	CompressionRatioSteady float64 `json:"compression_ratio_steady"`
 	// CompressionRatioByKind is the whole-run ratio per layer kind (conv, linear,
@@ -88,6 +92,8 @@ type EpochResult struct {
 	TestLoss         float64  `json:"test_loss"`
 	TestAccuracy     *float64 `json:"test_accuracy,omitempty"`
 	ValBPC           *float64 `json:"val_bpc,omitempty"`
+	ValLoss          *float64 `json:"val_loss,omitempty"`     // validation split (data.validation); absent when off
+	ValAccuracy      *float64 `json:"val_accuracy,omitempty"` // validation split (data.validation); absent when off
 	Seconds          float64  `json:"seconds"`
 	SamplesPerSecond float64  `json:"samples_per_second"`
 }
