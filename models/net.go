@@ -10,6 +10,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/gradwire/gradwire/models/ops"
 	"github.com/gradwire/gradwire/optim"
 )
 
@@ -235,9 +236,14 @@ func (n *Net) build(e entry, batch int, training bool) (g *graph, err error) {
 		if err := G.Let(g.y, g.yT); err != nil {
 			return nil, err
 		}
-		// Mean cross-entropy over rows: -mean_r sum_c y[r,c] * log softmax(logits)[r,c].
-		logp := must(G.LogSoftMax(g.logits))
-		g.loss = must(G.Neg(must(G.Mean(must(G.Sum(must(G.HadamardProd(logp, g.y)), 1))))))
+		// Mean cross-entropy over rows: -mean_r sum_c y[r,c] * log softmax(logits)[r,c],
+		// one op on the fast path.
+		if b.fast() {
+			g.loss = must(ops.SoftmaxCrossEntropy(b.ws, g.logits, g.y))
+		} else {
+			logp := must(G.LogSoftMax(g.logits))
+			g.loss = must(G.Neg(must(G.Mean(must(G.Sum(must(G.HadamardProd(logp, g.y)), 1))))))
+		}
 	}
 	return g, nil
 }
