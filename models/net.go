@@ -32,6 +32,10 @@ type Net struct {
 
 	train, eval *graph
 	tm, em      G.VM
+	// gradNodes are the parameters' gradient nodes, whose values readGrads
+	// reads after a step; nil where the machine binds dual values (model.ops
+	// gorgonia), whose gradients readGrads reads from the parameters.
+	gradNodes G.Nodes
 
 	flat, grad any // []float32 or []float64 (model.precision float64, gradient checks)
 	// With model.precision float64: the float32 parameters the optimizer
@@ -183,7 +187,16 @@ func newNet(cfg Config, in Input, batch, evalBatch int, seed int64, dt tensor.Dt
 	// builds the gradients of the inputs (for the MLP, a product as large as
 	// its first layer's), which nothing reads.
 	train := n.train.b.g.ExactSubgraphRoots(append(G.Nodes{n.train.loss}, grads...)...)
-	n.tm = G.NewTapeMachine(train, G.BindDualValues(learnables...))
+	if n.train.b.fast() {
+		// The gradients are read from their nodes: with dual values the
+		// machine would also add each one into a buffer of its own (one
+		// single-threaded pass over all parameters per step) that readGrads
+		// would then have to copy out and clear.
+		n.gradNodes = grads
+		n.tm = G.NewTapeMachine(train)
+	} else {
+		n.tm = G.NewTapeMachine(train, G.BindDualValues(learnables...))
+	}
 	n.em = G.NewTapeMachine(n.eval.b.g)
 	// NewTapeMachine switches every BatchNorm op to training (Gorgonia's op also
 	// resets its running statistics); start them all at mean 0, variance 1. The
@@ -441,22 +454,38 @@ func fillOneHot[T float32 | float64](d []T, ids []float32, classes int) error {
 	return nil
 }
 
-// readGrads copies every parameter gradient into the flat gradient buffer and
-// zeroes Gorgonia's copy (gradients accumulate across RunAll calls).
+// readGrads copies every parameter gradient into the flat gradient buffer:
+// from the gradient nodes, or from the dual values, which it then zeroes
+// (they accumulate across RunAll calls).
 func (n *Net) readGrads() error {
 	for i, p := range n.train.b.params {
-		gv, err := p.node.Grad()
+		var gv G.Value
+		var err error
+		if n.gradNodes != nil {
+			if gv = n.gradNodes[i].Value(); gv == nil {
+				err = fmt.Errorf("not computed")
+			}
+		} else {
+			gv, err = p.node.Grad()
+		}
 		if err != nil {
 			return fmt.Errorf("model %s: gradient of %s: %w", n.cfg.Name, p.name, err)
 		}
 		o, sz := n.offsets[i], numel(p.shape)
+		if gv.Shape().TotalSize() != sz {
+			return fmt.Errorf("model %s: gradient of %s has shape %v, expected %v", n.cfg.Name, p.name, gv.Shape(), p.shape)
+		}
 		switch d := gv.Data().(type) {
 		case []float32:
 			copy(n.grad.([]float32)[o:o+sz], d)
-			clear(d)
+			if n.gradNodes == nil {
+				clear(d)
+			}
 		case []float64:
 			copy(n.grad.([]float64)[o:o+sz], d)
-			clear(d)
+			if n.gradNodes == nil {
+				clear(d)
+			}
 		}
 	}
 	return nil
