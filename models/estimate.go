@@ -15,11 +15,13 @@ import (
 // with e bytes per value (4, or 8 with model.precision float64), P parameters,
 // B the training batch and E the evaluation batch,
 //
-//	ReplicaBytes = e·P·g (parameters, gradient, and the training graph's
-//	               gradient tensors per parameter: the backward product, and
-//	               with Gorgonia's ops also its dual value: g = 3 with the
-//	               fast ops, 4 with Gorgonia's), + 4·P·2 for the float32
-//	               master copies under model.precision float64
+//	ReplicaBytes = e·(P·g - Q) (parameters, gradient, and the training
+//	               graph's gradient tensors per parameter: the backward
+//	               product, and with Gorgonia's ops also its dual value: g = 3
+//	               with the fast ops, 4 with Gorgonia's; Q values, those of
+//	               the fast fully connected layers, have their backward
+//	               product written straight into the gradient), + 4·P·2 for
+//	               the float32 master copies under model.precision float64
 //	TrainBytes   = e·B·(2·out + back + kept + in + l·C·Y) + e·scratch(B) + 4·B·ints
 //	               (+ e·B·back + e·fixed for Gorgonia's LSTM, see sizer.lstm)
 //	EvalBytes    = e·E·(out + kept + in)          + 4·E·ints
@@ -90,7 +92,7 @@ func EstimateMemory(cfg Config, in Input, batch, evalBatch int) (Estimate, error
 	if s.fast {
 		labels, grads = float64(3*in.YLen*in.Classes), 3
 	}
-	replica := elem * p * grads
+	replica := elem * (p*grads - float64(s.gradInPlace))
 	if cfg.Precision == PrecisionFloat64 {
 		replica += 4 * p * 2
 	}
@@ -130,11 +132,14 @@ var sizers = map[string]func(s *sizer, cfg Config, in Input){
 type sizer struct {
 	fast   bool // model.ops fast, else Gorgonia's ops
 	params int64
-	out    float64
-	kept   float64
-	ints   float64
-	back   float64 // training: backward values beyond one gradient per output
-	fixed  float64 // training: values that do not grow with the batch
+	// gradInPlace is the parameters whose gradient op writes straight into
+	// the flat gradient buffer (ops.OutputInto).
+	gradInPlace int64
+	out         float64
+	kept        float64
+	ints        float64
+	back        float64 // training: backward values beyond one gradient per output
+	fixed       float64 // training: values that do not grow with the batch
 	// Training scratch: the workspace the graph's ops share is as large as
 	// the largest one needs, perEx values per example plus fixed.
 	scratches []scratchNeed
@@ -170,6 +175,7 @@ func (s *sizer) linearReLU(in, out int) { s.dense(in, out, true) }
 func (s *sizer) dense(in, out int, relu bool) {
 	s.params += int64(in)*int64(out) + int64(out)
 	if s.fast {
+		s.gradInPlace += int64(in)*int64(out) + int64(out)
 		s.out += float64(out)
 		if relu {
 			s.back += float64(out)

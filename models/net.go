@@ -194,6 +194,7 @@ func newNet(cfg Config, in Input, batch, evalBatch int, seed int64, dt tensor.Dt
 		// would then have to copy out and clear.
 		n.gradNodes = grads
 		n.tm = G.NewTapeMachine(train)
+		n.gradsInPlace()
 	} else {
 		n.tm = G.NewTapeMachine(train, G.BindDualValues(learnables...))
 	}
@@ -454,6 +455,25 @@ func fillOneHot[T float32 | float64](d []T, ids []float32, classes int) error {
 	return nil
 }
 
+// gradsInPlace has the ops that compute a parameter's gradient and can write
+// it where it is wanted (ops.OutputInto) write it into the parameter's view
+// of the flat gradient buffer: readGrads then has nothing to copy for it.
+func (n *Net) gradsInPlace() {
+	for i, g := range n.gradNodes {
+		op, ok := g.Op().(ops.OutputInto)
+		if !ok {
+			continue
+		}
+		o, sz := n.offsets[i], numel(n.train.b.params[i].shape)
+		switch d := n.grad.(type) {
+		case []float32:
+			op.WriteInto(d[o : o+sz : o+sz])
+		case []float64:
+			op.WriteInto(d[o : o+sz : o+sz])
+		}
+	}
+}
+
 // readGrads copies every parameter gradient into the flat gradient buffer:
 // from the gradient nodes, or from the dual values, which it then zeroes
 // (they accumulate across RunAll calls).
@@ -477,18 +497,24 @@ func (n *Net) readGrads() error {
 		}
 		switch d := gv.Data().(type) {
 		case []float32:
-			copy(n.grad.([]float32)[o:o+sz], d)
-			if n.gradNodes == nil {
-				clear(d)
-			}
+			copyGrad(n.grad.([]float32)[o:o+sz], d, n.gradNodes == nil)
 		case []float64:
-			copy(n.grad.([]float64)[o:o+sz], d)
-			if n.gradNodes == nil {
-				clear(d)
-			}
+			copyGrad(n.grad.([]float64)[o:o+sz], d, n.gradNodes == nil)
 		}
 	}
 	return nil
+}
+
+// copyGrad copies a gradient into dst unless it is already there (written in
+// place, see gradsInPlace), and zeroes the source if clearSrc.
+func copyGrad[T float32 | float64](dst, src []T, clearSrc bool) {
+	if len(src) > 0 && &src[0] == &dst[0] {
+		return
+	}
+	copy(dst, src)
+	if clearSrc {
+		clear(src)
+	}
 }
 
 func scalar(v G.Value) float64 {

@@ -196,6 +196,11 @@ func (op *linearBackOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
 	return tensor.Shape{op.out}, nil
 }
 
+// WriteInto makes the op write the bias gradient into backing (see OutputInto).
+func (op *linearBackOp) WriteInto(backing any) bool {
+	return writeInto(&op.db, backing, tensor.Shape{op.out})
+}
+
 func (op *linearBackOp) Do(vals ...G.Value) (G.Value, error) {
 	a, err := denseArgs(op, vals)
 	if err != nil {
@@ -285,6 +290,15 @@ func (op *linearGradOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
 		return tensor.Shape{op.rows, op.in}, nil
 	}
 	return tensor.Shape{op.in, op.out}, nil
+}
+
+// WriteInto makes the weight gradient's op write into backing (see
+// OutputInto); the input gradient's op refuses.
+func (op *linearGradOp) WriteInto(backing any) bool {
+	if op.which != 1 {
+		return false
+	}
+	return writeInto(&op.dw, backing, tensor.Shape{op.in, op.out})
 }
 
 func (op *linearGradOp) Do(vals ...G.Value) (G.Value, error) {
