@@ -111,8 +111,8 @@ func TestFastModelsMatchGorgonia(t *testing.T) {
 // ResNet-20 runs at batch 8 here, not opsModels' 4: at batch 4 its third step
 // is not a smooth function of the rounding. Perturbing the float64 model's
 // initial parameters by 2e-7 relative (float32's rounding) moved the third
-// loss by 6e-4 or 4e-3 relative in 6 of 11 trials, two discrete values (a
-// gradient that jumps when a ReLU's input crosses 0), so whether float32
+// loss by 6e-4 or 4e-3 relative in 6 of 11 trials, to two discrete values
+// (a jump of the gradient, as where a ReLU's input crosses 0), so whether float32
 // passed depended on where its rounding fell; at batch 8 the same
 // perturbations moved it by at most 1e-6.
 func TestFastFloat32MatchesFloat64(t *testing.T) {
