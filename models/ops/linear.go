@@ -149,15 +149,44 @@ func (op *linearOp) Do(vals ...G.Value) (G.Value, error) {
 func linearForward[T elem](st *linearState, y, x, w, b []T) {
 	st.blocks(linearBlocks(st.out, st.rows*st.in), st.out, func(lo, hi int) {
 		gemm(false, false, st.rows, hi-lo, st.in, x, st.in, w[lo:], st.out, 0, y[lo:], st.out)
-		for r := range st.rows {
-			yr := y[r*st.out:][lo:hi]
-			if st.relu {
-				addRelu(yr, yr, b[lo:hi])
+		biasRows(y[lo:], st.out, st.rows, b[lo:hi], st.relu)
+	})
+}
+
+// biasRows adds b to the first len(b) values of each of rows rows of y (row
+// stride ld), then applies a ReLU if relu: one loop over a block, the type
+// switched once (per-row calls cost as much as the arithmetic).
+func biasRows[T elem](y []T, ld, rows int, b []T, relu bool) {
+	switch yy := any(y).(type) {
+	case []float32:
+		bb := any(b).([]float32)
+		for r := range rows {
+			yr := yy[r*ld:][:len(bb)]
+			if relu {
+				for j, v := range bb {
+					yr[j] = relu32(yr[j] + v)
+				}
 			} else {
-				addTo(yr, b[lo:hi])
+				for j, v := range bb {
+					yr[j] += v
+				}
 			}
 		}
-	})
+	case []float64:
+		bb := any(b).([]float64)
+		for r := range rows {
+			yr := yy[r*ld:][:len(bb)]
+			if relu {
+				for j, v := range bb {
+					yr[j] = relu64(yr[j] + v)
+				}
+			} else {
+				for j, v := range bb {
+					yr[j] += v
+				}
+			}
+		}
+	}
 }
 
 func (op *linearOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {
@@ -247,15 +276,7 @@ func (op *linearBackOp) Do(vals ...G.Value) (G.Value, error) {
 // whole, dx = dz·Wᵀ block of x's columns by block (dx nil: not needed).
 func linearBackward[T elem](st *linearState, x, w, y, dy, dz, dw, db, dx []T) {
 	st.blocks(linearBlocks(st.out, st.rows*st.in), st.out, func(lo, hi int) {
-		dbb := db[lo:hi]
-		clear(dbb)
-		for r := range st.rows {
-			zr := dz[r*st.out:][lo:hi]
-			if st.relu {
-				reluGrad(zr, dy[r*st.out:][lo:hi], y[r*st.out:][lo:hi])
-			}
-			addTo(dbb, zr)
-		}
+		maskSums(dz[lo:], dy[lo:], y[lo:], st.out, st.rows, db[lo:hi], st.relu)
 		gemm(true, false, st.in, hi-lo, st.rows, x, st.in, dz[lo:], st.out, 0, dw[lo:], st.out)
 	})
 	if dx == nil {
@@ -264,6 +285,49 @@ func linearBackward[T elem](st *linearState, x, w, y, dy, dz, dw, db, dx []T) {
 	st.blocks(linearBlocks(st.in, st.rows*st.out), st.in, func(lo, hi int) {
 		gemm(false, true, st.rows, hi-lo, st.out, dz, st.out, w[lo*st.out:], st.out, 0, dx[lo:], st.in)
 	})
+}
+
+// maskSums writes, for len(db) columns of rows rows (row stride ld), dz = dy
+// where y > 0 if relu (dz is dy otherwise, and only read) and db = the sums
+// of dz's columns, each over the rows in order.
+func maskSums[T elem](dz, dy, y []T, ld, rows int, db []T, relu bool) {
+	clear(db)
+	switch d := any(db).(type) {
+	case []float32:
+		zz, gg, yy := any(dz).([]float32), any(dy).([]float32), any(y).([]float32)
+		for r := range rows {
+			zr := zz[r*ld:][:len(d)]
+			if relu {
+				gr, yr := gg[r*ld:][:len(d)], yy[r*ld:][:len(d)]
+				for j := range d {
+					v := pass32(gr[j], yr[j])
+					zr[j] = v
+					d[j] += v
+				}
+			} else {
+				for j, v := range zr {
+					d[j] += v
+				}
+			}
+		}
+	case []float64:
+		zz, gg, yy := any(dz).([]float64), any(dy).([]float64), any(y).([]float64)
+		for r := range rows {
+			zr := zz[r*ld:][:len(d)]
+			if relu {
+				gr, yr := gg[r*ld:][:len(d)], yy[r*ld:][:len(d)]
+				for j := range d {
+					v := pass64(gr[j], yr[j])
+					zr[j] = v
+					d[j] += v
+				}
+			} else {
+				for j, v := range zr {
+					d[j] += v
+				}
+			}
+		}
+	}
 }
 
 // linearGradOp hands out one gradient that linearBackOp left in the state:
