@@ -72,6 +72,9 @@ const (
 	linearBlockCols = 32 // the AVX-512 kernel's panel width, twice the AVX2 one's
 	linearBlockWork = 1 << 16
 	linearMaxBlocks = 16
+	// linearMinElems is the fewest values of an element-wise pass worth a
+	// goroutine.
+	linearMinElems = 1 << 14
 )
 
 // linearBlocks is how many column blocks a product with n columns and
@@ -271,12 +274,20 @@ func (op *linearBackOp) Do(vals ...G.Value) (G.Value, error) {
 	return db, nil
 }
 
-// linearBackward computes, block of W's columns by block, dz (dy masked by
-// the ReLU; dz is dy without one), db and dW = xᵀ·dz; then, once dz is
-// whole, dx = dz·Wᵀ block of x's columns by block (dx nil: not needed).
+// linearBackward computes dz (dy masked by the ReLU; dz is dy without one)
+// and db, then dW = xᵀ·dz block of W's columns by block, then dx = dz·Wᵀ
+// block of x's columns by block (dx nil: not needed).
+//
+// dz and db are computed over wide ranges of columns, one per worker (each
+// column's sum runs over the rows in order whatever the range): over the
+// GEMMs' narrow blocks, reading dy and y a few cache lines per row at a
+// stride of a whole row defeated the hardware prefetcher, and the pass took
+// several times as long at batch 256.
 func linearBackward[T elem](st *linearState, x, w, y, dy, dz, dw, db, dx []T) {
-	st.blocks(linearBlocks(st.out, st.rows*st.in), st.out, func(lo, hi int) {
+	parallel(st.out, st.ws.split(st.rows*st.out/linearMinElems+1), func(_, lo, hi int) {
 		maskSums(dz[lo:], dy[lo:], y[lo:], st.out, st.rows, db[lo:hi], st.relu)
+	})
+	st.blocks(linearBlocks(st.out, st.rows*st.in), st.out, func(lo, hi int) {
 		gemm(true, false, st.in, hi-lo, st.rows, x, st.in, dz[lo:], st.out, 0, dw[lo:], st.out)
 	})
 	if dx == nil {
