@@ -1,6 +1,6 @@
 // Package ops holds the fast Gorgonia ops of the models: convolution, LSTM,
-// embedding, BatchNorm, pooling, bias and ReLU, each with explicit backward
-// ops. They run on float32 (training) and float64 (gradient checks), split
+// embedding, BatchNorm, pooling, bias and ReLU, fully connected layers and
+// the softmax cross-entropy loss, each with explicit backward ops. They run on float32 (training) and float64 (gradient checks), split
 // their work over a fixed number of goroutines, and reuse their buffers from
 // step to step.
 package ops
