@@ -6,8 +6,9 @@ import (
 	G "gorgonia.org/gorgonia"
 )
 
-// buildMLP is a multi-layer perceptron: flatten, then Linear+ReLU per hidden size (one fused op each on the fast path),
-// then a linear classifier (default 784-512-256-10).
+// buildMLP is a multi-layer perceptron: flatten, then Linear+ReLU per hidden
+// size (one fused op each on the fast path), then a linear classifier
+// (default 784-512-256-10).
 func buildMLP(b *builder, x *G.Node, in Input, batch int) *G.Node {
 	h := b.flatten(x)
 	width := numel(in.Shape)
