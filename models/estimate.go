@@ -15,11 +15,14 @@ import (
 // with e bytes per value (4, or 8 with model.precision float64), P parameters,
 // B the training batch and E the evaluation batch,
 //
-//	ReplicaBytes = e·P·4 (parameters, gradient, and the training graph's two
-//	               gradient tensors per parameter: its dual value and the
-//	               backward product), + 4·P·2 for the float32 master copies
-//	               under model.precision float64
-//	TrainBytes   = e·B·(2·out + kept + in + 4·C·Y) + e·scratch(B) + 4·B·ints
+//	ReplicaBytes = e·(P·g - Q) (parameters, gradient, and the training
+//	               graph's gradient tensors per parameter: the backward
+//	               product, and with Gorgonia's ops also its dual value: g = 3
+//	               with the fast ops, 4 with Gorgonia's; Q values, those of
+//	               the fast fully connected layers, have their backward
+//	               product written straight into the gradient), + 4·P·2 for
+//	               the float32 master copies under model.precision float64
+//	TrainBytes   = e·B·(2·out + back + kept + in + l·C·Y) + e·scratch(B) + 4·B·ints
 //	               (+ e·B·back + e·fixed for Gorgonia's LSTM, see sizer.lstm)
 //	EvalBytes    = e·E·(out + kept + in)          + 4·E·ints
 //
@@ -27,9 +30,12 @@ import (
 // of its size in the backward pass, hence 2·out); kept the values an op keeps
 // besides its output for its backward pass (LSTM gates and cells, Gorgonia's
 // im2col matrices); ints the int32 values (max-pool argmax); in the input
-// (its one-hot rows for token ids); 4·C·Y the labels and loss over Y rows of C
-// classes (one-hot labels, log-softmax, its product with the labels, and the
-// gradient of the last two); scratch(B) the workspace the training graph's
+// (its one-hot rows for token ids); l·C·Y the labels and loss over Y rows of C
+// classes: with the fast ops l = 3 (one-hot labels, the softmax the loss op
+// keeps, the logits' gradient), with Gorgonia's l = 4 (one-hot labels,
+// log-softmax, its product with the labels, and the gradient of the last
+// two); back the backward values beyond one gradient per output (the fast
+// linear layer's ReLU-masked gradient); scratch(B) the workspace the training graph's
 // ops share, as large as the largest need (the LSTM backward pass's). Each
 // layer's figures are in the sizer methods below. The fast convolution's
 // im2col scratch is left out: a few of one layer's im2col matrices, small
@@ -82,8 +88,11 @@ func EstimateMemory(cfg Config, in Input, batch, evalBatch int) (Estimate, error
 	if e.tokens {
 		input = float64(in.YLen * in.Classes) // one-hot rows
 	}
-	labels := float64(4 * in.YLen * in.Classes)
-	replica := elem * p * 4
+	labels, grads := float64(4*in.YLen*in.Classes), 4.0
+	if s.fast {
+		labels, grads = float64(3*in.YLen*in.Classes), 3
+	}
+	replica := elem * (p*grads - float64(s.gradInPlace))
 	if cfg.Precision == PrecisionFloat64 {
 		replica += 4 * p * 2
 	}
@@ -123,11 +132,14 @@ var sizers = map[string]func(s *sizer, cfg Config, in Input){
 type sizer struct {
 	fast   bool // model.ops fast, else Gorgonia's ops
 	params int64
-	out    float64
-	kept   float64
-	ints   float64
-	back   float64 // training: backward values beyond one gradient per output
-	fixed  float64 // training: values that do not grow with the batch
+	// gradInPlace is the parameters whose gradient op writes straight into
+	// the flat gradient buffer (ops.OutputInto).
+	gradInPlace int64
+	out         float64
+	kept        float64
+	ints        float64
+	back        float64 // training: backward values beyond one gradient per output
+	fixed       float64 // training: values that do not grow with the batch
 	// Training scratch: the workspace the graph's ops share is as large as
 	// the largest one needs, perEx values per example plus fixed.
 	scratches []scratchNeed
@@ -153,17 +165,25 @@ type image struct{ c, h, w int }
 
 func (m image) size() float64 { return float64(m.c) * float64(m.h) * float64(m.w) }
 
-// linear: x·W (Mul) and the broadcast bias add, each a (B, out) tensor.
-func (s *sizer) linear(in, out int) {
-	s.params += int64(in)*int64(out) + int64(out)
-	s.out += 2 * float64(out)
-}
+// linear: the fast op's output (and, with a ReLU, the masked gradient its
+// backward pass keeps); Gorgonia's x·W (Mul) and the broadcast bias add, each
+// a (B, out) tensor, and a ReLU node.
+func (s *sizer) linear(in, out int) { s.dense(in, out, false) }
 
-// linearReLU: the fast path fuses bias and ReLU (Mul, biasAct); Gorgonia's
-// adds a ReLU node.
-func (s *sizer) linearReLU(in, out int) {
-	s.linear(in, out)
-	if !s.fast {
+func (s *sizer) linearReLU(in, out int) { s.dense(in, out, true) }
+
+func (s *sizer) dense(in, out int, relu bool) {
+	s.params += int64(in)*int64(out) + int64(out)
+	if s.fast {
+		s.gradInPlace += int64(in)*int64(out) + int64(out)
+		s.out += float64(out)
+		if relu {
+			s.back += float64(out)
+		}
+		return
+	}
+	s.out += 2 * float64(out)
+	if relu {
 		s.relu(float64(out))
 	}
 }
@@ -279,8 +299,7 @@ func (s *sizer) embedding(steps, vocab, dim int) {
 func sizeMLP(s *sizer, cfg Config, in Input) {
 	width := numel(in.Shape)
 	for _, h := range cfg.Hidden {
-		s.linear(width, h)
-		s.relu(float64(h))
+		s.linearReLU(width, h)
 		width = h
 	}
 	s.linear(width, in.Classes)

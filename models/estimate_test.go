@@ -15,14 +15,17 @@ func TestEstimateSmallMLP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// P = 4*3+3 + 3*2+2 = 23. Per example: out = 2*3 (fc1 product, bias add)
-	// + 3 (ReLU) + 2*2 (fc2) = 13; input 4; labels and loss 4*2 = 8.
+	// P = 4*3+3 + 3*2+2 = 23. Per example, with the fast ops: out = 3 (fc1's
+	// fused output) + 2 (fc2) = 5; back 3 (fc1's ReLU-masked gradient);
+	// input 4; labels, softmax and the logits' gradient 3*2 = 6. The fused
+	// layers write their parameters' gradients into the flat gradient, so
+	// the replica holds parameters and gradient only.
 	want := Estimate{
 		Params:       23,
 		ParamBytes:   4 * 23,
-		ReplicaBytes: 4 * 23 * 4,             // parameters, gradient, two graph gradients
-		TrainBytes:   4 * 5 * (2*13 + 4 + 8), // 760
-		EvalBytes:    4 * 7 * (13 + 4),       // 476
+		ReplicaBytes: 4 * 23 * 2,                // parameters, gradient
+		TrainBytes:   4 * 5 * (2*5 + 3 + 4 + 6), // 460
+		EvalBytes:    4 * 7 * (5 + 4),           // 252
 	}
 	if est != want {
 		t.Errorf("estimate %+v, want %+v", est, want)
@@ -32,9 +35,20 @@ func TestEstimateSmallMLP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = Estimate{Params: 23, ParamBytes: 4 * 23, ReplicaBytes: 8*23*4 + 4*23*2, TrainBytes: 8 * 5 * 38, EvalBytes: 8 * 5 * 17}
+	want = Estimate{Params: 23, ParamBytes: 4 * 23, ReplicaBytes: 8*23*2 + 4*23*2, TrainBytes: 8 * 5 * 23, EvalBytes: 8 * 5 * 9}
 	if est != want {
 		t.Errorf("float64 estimate %+v, want %+v", est, want)
+	}
+	// Gorgonia's ops: out = 2*3 (fc1 product, bias add) + 3 (ReLU) + 2*2
+	// (fc2) = 13; labels and loss 4*2 = 8; two graph gradients per parameter
+	// (the dual value and the backward product).
+	est, err = EstimateMemory(Config{Name: "mlp", Hidden: []int{3}, Ops: OpsGorgonia}, Input{Shape: []int{1, 2, 2}, Classes: 2, YLen: 1}, 5, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = Estimate{Params: 23, ParamBytes: 4 * 23, ReplicaBytes: 4 * 23 * 4, TrainBytes: 4 * 5 * (2*13 + 4 + 8), EvalBytes: 4 * 7 * (13 + 4)}
+	if est != want {
+		t.Errorf("gorgonia estimate %+v, want %+v", est, want)
 	}
 }
 

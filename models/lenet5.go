@@ -41,7 +41,7 @@ func buildLeNet5(b *builder, x *G.Node, in Input, _ int) *G.Node {
 	h := b.conv2dReLU(x, in.Shape[0], 6, 5, 1, pad, "conv1")
 	h = b.maxPool(h, 2, 2)
 	h = b.conv2dReLU(h, 6, 16, 5, 1, 0, "conv2")
-	h = flatten(b.maxPool(h, 2, 2))
+	h = b.flatten(b.maxPool(h, 2, 2))
 	h = b.linearReLU(h, 16*5*5, 120, "fc1")
 	h = b.linearReLU(h, 120, 84, "fc2")
 	return b.linear(h, 84, in.Classes, "fc3")

@@ -6,13 +6,14 @@ import (
 	G "gorgonia.org/gorgonia"
 )
 
-// buildMLP is a multi-layer perceptron: flatten, then Linear+ReLU per hidden size,
-// then a linear classifier (default 784-512-256-10).
+// buildMLP is a multi-layer perceptron: flatten, then Linear+ReLU per hidden
+// size (one fused op each on the fast path), then a linear classifier
+// (default 784-512-256-10).
 func buildMLP(b *builder, x *G.Node, in Input, batch int) *G.Node {
-	h := flatten(x)
+	h := b.flatten(x)
 	width := numel(in.Shape)
 	for i, size := range b.cfg.Hidden {
-		h = b.relu(b.linear(h, width, size, fmt.Sprintf("fc%d", i+1)))
+		h = b.linearReLU(h, width, size, fmt.Sprintf("fc%d", i+1))
 		width = size
 	}
 	return b.linear(h, width, in.Classes, fmt.Sprintf("fc%d", len(b.cfg.Hidden)+1))

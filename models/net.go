@@ -10,6 +10,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/gradwire/gradwire/models/ops"
 	"github.com/gradwire/gradwire/optim"
 )
 
@@ -31,6 +32,10 @@ type Net struct {
 
 	train, eval *graph
 	tm, em      G.VM
+	// gradNodes are the parameters' gradient nodes, whose values readGrads
+	// reads after a step; nil where the machine binds dual values (model.ops
+	// gorgonia), whose gradients readGrads reads from the parameters.
+	gradNodes G.Nodes
 
 	flat, grad any // []float32 or []float64 (model.precision float64, gradient checks)
 	// With model.precision float64: the float32 parameters the optimizer
@@ -182,7 +187,17 @@ func newNet(cfg Config, in Input, batch, evalBatch int, seed int64, dt tensor.Dt
 	// builds the gradients of the inputs (for the MLP, a product as large as
 	// its first layer's), which nothing reads.
 	train := n.train.b.g.ExactSubgraphRoots(append(G.Nodes{n.train.loss}, grads...)...)
-	n.tm = G.NewTapeMachine(train, G.BindDualValues(learnables...))
+	if n.train.b.fast() {
+		// The gradients are read from their nodes: with dual values the
+		// machine would also add each one into a buffer of its own (one
+		// single-threaded pass over all parameters per step) that readGrads
+		// would then have to copy out and clear.
+		n.gradNodes = grads
+		n.tm = G.NewTapeMachine(train)
+		n.gradsInPlace()
+	} else {
+		n.tm = G.NewTapeMachine(train, G.BindDualValues(learnables...))
+	}
 	n.em = G.NewTapeMachine(n.eval.b.g)
 	// NewTapeMachine switches every BatchNorm op to training (Gorgonia's op also
 	// resets its running statistics); start them all at mean 0, variance 1. The
@@ -235,9 +250,14 @@ func (n *Net) build(e entry, batch int, training bool) (g *graph, err error) {
 		if err := G.Let(g.y, g.yT); err != nil {
 			return nil, err
 		}
-		// Mean cross-entropy over rows: -mean_r sum_c y[r,c] * log softmax(logits)[r,c].
-		logp := must(G.LogSoftMax(g.logits))
-		g.loss = must(G.Neg(must(G.Mean(must(G.Sum(must(G.HadamardProd(logp, g.y)), 1))))))
+		// Mean cross-entropy over rows: -mean_r sum_c y[r,c] * log softmax(logits)[r,c],
+		// one op on the fast path.
+		if b.fast() {
+			g.loss = must(ops.SoftmaxCrossEntropy(b.ws, g.logits, g.y))
+		} else {
+			logp := must(G.LogSoftMax(g.logits))
+			g.loss = must(G.Neg(must(G.Mean(must(G.Sum(must(G.HadamardProd(logp, g.y)), 1))))))
+		}
 	}
 	return g, nil
 }
@@ -435,25 +455,66 @@ func fillOneHot[T float32 | float64](d []T, ids []float32, classes int) error {
 	return nil
 }
 
-// readGrads copies every parameter gradient into the flat gradient buffer and
-// zeroes Gorgonia's copy (gradients accumulate across RunAll calls).
+// gradsInPlace has the ops that compute a parameter's gradient and can write
+// it where it is wanted (ops.OutputInto) write it into the parameter's view
+// of the flat gradient buffer: readGrads then has nothing to copy for it.
+func (n *Net) gradsInPlace() {
+	for i, g := range n.gradNodes {
+		op, ok := g.Op().(ops.OutputInto)
+		if !ok {
+			continue
+		}
+		o, sz := n.offsets[i], numel(n.train.b.params[i].shape)
+		switch d := n.grad.(type) {
+		case []float32:
+			op.WriteInto(d[o : o+sz : o+sz])
+		case []float64:
+			op.WriteInto(d[o : o+sz : o+sz])
+		}
+	}
+}
+
+// readGrads copies every parameter gradient into the flat gradient buffer:
+// from the gradient nodes, or from the dual values, which it then zeroes
+// (they accumulate across RunAll calls).
 func (n *Net) readGrads() error {
 	for i, p := range n.train.b.params {
-		gv, err := p.node.Grad()
+		var gv G.Value
+		var err error
+		if n.gradNodes != nil {
+			if gv = n.gradNodes[i].Value(); gv == nil {
+				err = fmt.Errorf("not computed")
+			}
+		} else {
+			gv, err = p.node.Grad()
+		}
 		if err != nil {
 			return fmt.Errorf("model %s: gradient of %s: %w", n.cfg.Name, p.name, err)
 		}
 		o, sz := n.offsets[i], numel(p.shape)
+		if gv.Shape().TotalSize() != sz {
+			return fmt.Errorf("model %s: gradient of %s has shape %v, expected %v", n.cfg.Name, p.name, gv.Shape(), p.shape)
+		}
 		switch d := gv.Data().(type) {
 		case []float32:
-			copy(n.grad.([]float32)[o:o+sz], d)
-			clear(d)
+			copyGrad(n.grad.([]float32)[o:o+sz], d, n.gradNodes == nil)
 		case []float64:
-			copy(n.grad.([]float64)[o:o+sz], d)
-			clear(d)
+			copyGrad(n.grad.([]float64)[o:o+sz], d, n.gradNodes == nil)
 		}
 	}
 	return nil
+}
+
+// copyGrad copies a gradient into dst unless it is already there (written in
+// place, see gradsInPlace), and zeroes the source if clearSrc.
+func copyGrad[T float32 | float64](dst, src []T, clearSrc bool) {
+	if len(src) > 0 && &src[0] == &dst[0] {
+		return
+	}
+	copy(dst, src)
+	if clearSrc {
+		clear(src)
+	}
 }
 
 func scalar(v G.Value) float64 {

@@ -107,8 +107,19 @@ func TestFastModelsMatchGorgonia(t *testing.T) {
 // from the same seed: after three steps the float32 losses agree to 1e-4
 // relative and the parameters to 1e-4 (relative to 1 + |value|), the
 // accumulated rounding of float32 sums and GEMMs over a few thousand terms.
+//
+// ResNet-20 runs at batch 8 here, not opsModels' 4: at batch 4 its third step
+// is not a smooth function of the rounding. Perturbing the float64 model's
+// initial parameters by 2e-7 relative (float32's rounding) moved the third
+// loss by 6e-4 or 4e-3 relative in 6 of 11 trials, to two discrete values
+// (a jump of the gradient, as where a ReLU's input crosses 0), so whether float32
+// passed depended on where its rounding fell; at batch 8 the same
+// perturbations moved it by at most 1e-6.
 func TestFastFloat32MatchesFloat64(t *testing.T) {
 	for _, c := range opsModels[:2] {
+		if c.cfg.Name == "resnet20" {
+			c.batch = 8
+		}
 		t.Run(c.cfg.Name, func(t *testing.T) {
 			want, wantLoss, _ := sgdSteps(t, c.cfg, c.in, c.batch, 3, tensor.Float64)
 			got, gotLoss, _ := sgdSteps(t, c.cfg, c.in, c.batch, 3, tensor.Float32)

@@ -1,6 +1,6 @@
 // Package ops holds the fast Gorgonia ops of the models: convolution, LSTM,
-// embedding, BatchNorm, pooling, bias and ReLU, each with explicit backward
-// ops. They run on float32 (training) and float64 (gradient checks), split
+// embedding, BatchNorm, pooling, bias and ReLU, fully connected layers and
+// the softmax cross-entropy loss, each with explicit backward ops. They run on float32 (training) and float64 (gradient checks), split
 // their work over a fixed number of goroutines, and reuse their buffers from
 // step to step.
 package ops
@@ -146,6 +146,37 @@ func reuse(p **tensor.Dense, dt tensor.Dtype, shape tensor.Shape) *tensor.Dense 
 		}
 	}
 	return t
+}
+
+// OutputInto is implemented by the ops that can write their output into a
+// buffer of the caller's: a parameter's gradient straight into the model's
+// flat gradient buffer, which saves copying it there after every step.
+type OutputInto interface {
+	// WriteInto makes the op's output a tensor over backing ([]float32 or
+	// []float64 of the output's size) from the next run on, and reports
+	// whether it does. The op overwrites backing whenever it runs and
+	// never reads it. A run in the other dtype uses a tensor of its own.
+	WriteInto(backing any) bool
+}
+
+// writeInto points *p at a tensor of the given shape over backing, when
+// backing is a float32 or float64 slice of that size.
+func writeInto(p **tensor.Dense, backing any, shape tensor.Shape) bool {
+	n := shape.TotalSize()
+	switch b := backing.(type) {
+	case []float32:
+		if len(b) != n {
+			return false
+		}
+	case []float64:
+		if len(b) != n {
+			return false
+		}
+	default:
+		return false
+	}
+	*p = tensor.New(tensor.WithShape(shape.Clone()...), tensor.WithBacking(backing))
+	return true
 }
 
 // Workspace is what the fast ops of one graph share: the number of goroutines

@@ -54,17 +54,19 @@ func gradCheckOn(t *testing.T, ws *Workspace, shapes [][]int, build func(ws *Wor
 	if err != nil {
 		t.Fatal(err)
 	}
-	rv := make([]float64, out.Shape().TotalSize())
-	for j := range rv {
-		rv[j] = rng.NormFloat64()
-	}
-	r := G.NewTensor(g, tensor.Float64, out.Dims(), G.WithShape(out.Shape()...), G.WithName("r"))
-	if err := G.Let(r, tensor.New(tensor.WithShape(out.Shape()...), tensor.WithBacking(rv))); err != nil {
-		t.Fatal(err)
-	}
-	loss, err := G.Sum(G.Must(G.HadamardProd(out, r)))
-	if err != nil {
-		t.Fatal(err)
+	loss := out // a scalar op (a loss) is checked as it is
+	if !out.IsScalar() {
+		rv := make([]float64, out.Shape().TotalSize())
+		for j := range rv {
+			rv[j] = rng.NormFloat64()
+		}
+		r := G.NewTensor(g, tensor.Float64, out.Dims(), G.WithShape(out.Shape()...), G.WithName("r"))
+		if err := G.Let(r, tensor.New(tensor.WithShape(out.Shape()...), tensor.WithBacking(rv))); err != nil {
+			t.Fatal(err)
+		}
+		if loss, err = G.Sum(G.Must(G.HadamardProd(out, r))); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// Only the inputs the op differentiates get a gradient.
 	var wrt G.Nodes
