@@ -134,10 +134,13 @@ func (s *SGD) Step(params []Param, lr float64) error {
 
 // The kernels below compute in float64 and round once per stored value: the loop is
 // bound by memory traffic, so the wider arithmetic costs nothing and saves roundings.
+// On amd64 the vector kernels of sgd_amd64.s take all but the last few elements,
+// with the same operations in the same order (the same bits).
 
 func sgdPlain(w, g []float32, lr, wd float64) {
 	g = g[:len(w)]
-	for i, wi := range w {
+	for i := sgdPlainVec(w, g, lr, wd); i < len(w); i++ {
+		wi := w[i]
 		d := float64(g[i]) + wd*float64(wi)
 		w[i] = float32(float64(wi) - lr*d)
 	}
@@ -146,7 +149,8 @@ func sgdPlain(w, g []float32, lr, wd float64) {
 func sgdMomentum(w, g, b []float32, lr, wd, m float64, nesterov bool) {
 	g = g[:len(w)]
 	b = b[:len(w)]
-	for i, wi := range w {
+	for i := sgdMomentumVec(w, g, b, lr, wd, m, nesterov); i < len(w); i++ {
+		wi := w[i]
 		d := float64(g[i]) + wd*float64(wi)
 		bi := m*float64(b[i]) + d
 		b[i] = float32(bi)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gradwire/gradwire/models"
+	"github.com/gradwire/gradwire/optim"
 )
 
 // Case is one model at one batch size with the input shape it is timed on.
@@ -79,8 +80,8 @@ type Result struct {
 
 // Measure builds the case's model, runs warmup untimed steps, then trials
 // timed blocks of steps steps, each step timed on its own. Each step is
-// Net.Step plus a plain SGD update, so that the parameters change as in
-// training. A trial's figure is its median step: one slow step (a GC, another
+// Net.Step plus a plain SGD update (optim.SGD, as training runs it), so that
+// the parameters change as in training. A trial's figure is its median step: one slow step (a GC, another
 // job on the machine) does not move it. Repeating the block in the same
 // process shows how far one block's median can be trusted (Spread); the
 // fastest trial is the least disturbed one. The heap is collected before each
@@ -95,16 +96,20 @@ func Measure(c Case, steps, warmup, trials int) (Result, error) {
 		return Result{}, err
 	}
 	x, y := randomBatch(c)
-	flat, grad := net.Flat(), net.Grad()
+	// Training's own optimizer, plain SGD as PyTorch's side runs it; the
+	// learning rate is small: the batch is random, the update only has to
+	// happen.
+	const lr = 1e-3
+	opt, err := optim.NewSGD(optim.Config{Name: "sgd", LR: lr})
+	if err != nil {
+		return Result{}, err
+	}
+	params := net.Params()
 	step := func() error {
 		if _, err := net.Step(x, y); err != nil {
 			return err
 		}
-		const lr = 1e-3 // small: the batch is random, the update only has to happen
-		for i, g := range grad {
-			flat[i] -= lr * g
-		}
-		return nil
+		return opt.Step(params, lr)
 	}
 	for range warmup {
 		if err := step(); err != nil {
