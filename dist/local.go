@@ -268,7 +268,12 @@ func sumSpan(calls []call, lo, hi int, scatter bool) {
 		for ; j+4 <= len(calls); j += 4 {
 			add4(dst, calls[j].f[b:e], calls[j+1].f[b:e], calls[j+2].f[b:e], calls[j+3].f[b:e])
 		}
-		for ; j < len(calls); j++ {
+		switch len(calls) - j { // the rest in one pass too
+		case 3:
+			add3(dst, calls[j].f[b:e], calls[j+1].f[b:e], calls[j+2].f[b:e])
+		case 2:
+			add2(dst, calls[j].f[b:e], calls[j+1].f[b:e])
+		case 1:
 			add1(dst, calls[j].f[b:e])
 		}
 		if c0.scaled {
@@ -298,6 +303,25 @@ func add4(dst, a, b, c, d []float32) {
 		s += b[i]
 		s += c[i]
 		s += d[i]
+		dst[i] = s
+	}
+}
+
+func add3(dst, a, b, c []float32) {
+	a, b, c = a[:len(dst)], b[:len(dst)], c[:len(dst)]
+	for i, s := range dst {
+		s += a[i]
+		s += b[i]
+		s += c[i]
+		dst[i] = s
+	}
+}
+
+func add2(dst, a, b []float32) {
+	a, b = a[:len(dst)], b[:len(dst)]
+	for i, s := range dst {
+		s += a[i]
+		s += b[i]
 		dst[i] = s
 	}
 }
