@@ -208,8 +208,22 @@ func col2imSame[T elem](g *convGeom, col, dx []T) {
 	}
 }
 
+// useShifted reports whether g runs as shifted GEMMs (conv_shifted.go): a
+// stride-1 convolution on the pure-Go build. With OpenBLAS, im2col's one GEMM
+// per sample stays: the shifted form's many small products would each pay a
+// cgo call.
+func useShifted(g *convGeom) bool { return shiftedConvs && g.shiftable() && pureGoBLAS() }
+
+// shiftedConvs lets tests run stride-1 convolutions through im2col too.
+var shiftedConvs = true
+
 // convForward computes y = conv(x, w) sample by sample.
 func convForward[T elem](g *convGeom, ws *Workspace, x, w, y []T) {
+	if useShifted(g) {
+		p := newShiftPlan(g)
+		shiftedConv(&p, ws, x, w, false, y)
+		return
+	}
 	ckk, ohw := g.ckk(), g.ohw()
 	in, out := g.c*g.h*g.w, g.oc*ohw
 	nw := ws.split(g.n)
@@ -231,6 +245,11 @@ func convForward[T elem](g *convGeom, ws *Workspace, x, w, y []T) {
 
 // convDataGrad computes dx = col2im(Wᵀ·dy) sample by sample.
 func convDataGrad[T elem](g *convGeom, ws *Workspace, w, dy, dx []T) {
+	if gt, ok := g.dataGradGeom(); ok && useShifted(g) {
+		p := newShiftPlan(&gt)
+		shiftedConv(&p, ws, dy, w, true, dx)
+		return
+	}
 	ckk, ohw := g.ckk(), g.ohw()
 	in, out := g.c*g.h*g.w, g.oc*ohw
 	nw := ws.split(g.n)
@@ -259,6 +278,11 @@ const reduceChunks = 16
 
 // convFilterGrad computes dw = Σ_s dy_s·col_sᵀ.
 func convFilterGrad[T elem](g *convGeom, ws *Workspace, x, dy, dw []T) {
+	if useShifted(g) {
+		p := newShiftPlan(g)
+		shiftedFilterGrad(&p, ws, x, dy, dw)
+		return
+	}
 	ckk, ohw := g.ckk(), g.ohw()
 	in, out, nwt := g.c*g.h*g.w, g.oc*ohw, g.oc*ckk
 	chunks := min(reduceChunks, g.n)

@@ -29,10 +29,17 @@ func archSgemmKernels() []*sgemmKernel {
 		ks = append(ks, &sgemmKernel{name: "avx2", mr: 6, nr: 16, fn: sgemmAVX2})
 	}
 	if cpu.X86.HasAVX512F {
-		ks = append(ks, &sgemmKernel{name: "avx512", mr: 8, nr: 32, maskedB: true, fn: sgemmAVX512, dot: sgemmDotAVX512})
+		ks = append(ks, &sgemmKernel{name: "avx512", mr: 8, nr: 32, maskedB: true, fn: sgemmAVX512, dot: sgemmDotAVX512, taps: sgemmTapsAVX512})
 	}
 	return ks
 }
+
+// sgemmTapsAVX512 computes an 8×32 tile of the sum over taps t of
+// A_t·B_t + beta·c: A_t's k columns follow A_{t-1}'s in each row of a (row
+// stride ars), B_t is k rows (stride bks) at b + offs[t]. See shiftGEMM.
+//
+//go:noescape
+func sgemmTapsAVX512(k, taps int, a *float32, ars int, b *float32, offs *int, bks int, c *float32, ldc, mr, nr int, beta float32)
 
 // sgemmPackT writes the transpose of the rows×cols block of src (row stride
 // lds) to dst (row stride ldd): dst[c·ldd + r] = src[r·lds + c]. rows and

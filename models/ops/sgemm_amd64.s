@@ -679,3 +679,86 @@ packnext:
 packdone:
 	VZEROUPPER
 	RET
+
+// ---------------------------------------------------------------------------
+// AVX-512 8×32 tile of a sum of products over shifted B (conv_shifted.go):
+//
+//	c[i, j] = Σ_t Σ_l A(i, t·k + l)·B_t(l, j) + beta·c[i, j]
+//
+// with A(i, m) at a + i·ars + m and B_t(l, j) at b + offs[t] + l·bks + j, all
+// taps summed in the same accumulators (one sum per element, taps in order,
+// l in order within a tap). The steps are the outer-product kernel's; the
+// A row pointers run on through the taps (A's row holds the taps' k values
+// one after the other) and B's pointer restarts at each tap's offset.
+
+// func sgemmTapsAVX512(k, taps int, a *float32, ars int, b *float32, offs *int, bks int, c *float32, ldc, mr, nr int, beta float32)
+TEXT ·sgemmTapsAVX512(SB), NOSPLIT, $8-92
+	MOVQ  nr+80(FP), CX
+	LOWMASK(AX)
+	KMOVW AX, K1
+	SHRQ  $16, AX
+	KMOVW AX, K2
+
+	MOVQ a+16(FP), SI
+	MOVQ ars+24(FP), CX
+	SHLQ $2, CX
+	MOVQ mr+72(FP), DI
+	ROWPTRS8
+	MOVQ $4, R10
+	MOVQ bks+48(FP), R11
+	SHLQ $2, R11
+
+	ZERO16
+	MOVQ $0, tap-8(SP)
+
+tapsloop:
+	MOVQ offs+40(FP), DI
+	MOVQ tap-8(SP), CX
+	MOVQ (DI)(CX*8), DI
+	SHLQ $2, DI
+	ADDQ b+32(FP), DI
+	MOVQ k+0(FP), CX
+	KORTESTW K2, K2
+	JCC      tapsmasked
+	KLOOP(STEP8x32(LOADB), STEP8x32X(LOADBX), ADVANCE8x32, tapsfull, tapstailf, tapsnext)
+
+tapsmasked:
+	KLOOP(STEP8x32(LOADBM), STEP8x32X(LOADBMX), ADVANCE8x32, tapsloopm, tapstailm, tapsnext)
+
+tapsnext:
+	// KLOOP's odd last step does not advance A: move its rows on by k mod 2.
+	MOVQ k+0(FP), CX
+	ANDQ $1, CX
+	SHLQ $2, CX
+	ADDQ CX, SI
+	ADDQ CX, AX
+	ADDQ CX, BX
+	ADDQ CX, DX
+	ADDQ CX, R8
+	ADDQ CX, R9
+	ADDQ CX, R12
+	ADDQ CX, R13
+	MOVQ tap-8(SP), CX
+	INCQ CX
+	MOVQ CX, tap-8(SP)
+	CMPQ CX, taps+8(FP)
+	JLT  tapsloop
+
+	MOVQ c+56(FP), DX
+	MOVQ ldc+64(FP), R12
+	SHLQ $2, R12
+	MOVQ mr+72(FP), BX
+
+	// beta == ±0: write without reading c.
+	MOVL beta+88(FP), AX
+	ANDL $0x7fffffff, AX
+	JEQ  tapsbeta0
+	VBROADCASTSS beta+88(FP), Z17
+	ROWS8x32(ROWB_8x32)
+
+tapsbeta0:
+	ROWS8x32(ROW0_8x32)
+
+avx512done:
+	VZEROUPPER
+	RET
