@@ -204,6 +204,10 @@ func bnForward[T elem](st *bnState, x, gamma, beta, y, runMean, runVar []T, s te
 
 // shiftedSums returns Σ(p-k) and Σ(p-k)².
 func shiftedSums[T elem](p []T, k T) (T, T) {
+	if p32, ok := any(p).([]float32); ok && bnAVX512 && len(p) > 0 {
+		a, b := bnShiftedSumsAVX512(&p32[0], len(p32), float32(k))
+		return T(a), T(b)
+	}
 	var a0, a1, a2, a3, q0, q1, q2, q3 T
 	i := 0
 	for ; i+4 <= len(p); i += 4 {
@@ -315,6 +319,11 @@ func bnSums[T elem](st *bnState, x, y, dy, out []T, s tensor.Shape) {
 
 // gradDots returns Σ g and Σ g·(x - mean), g = dy (where y > 0 with relu).
 func gradDots[T elem](x, y, dy []T, mean T, relu bool) (T, T) {
+	if x32, ok := any(x).([]float32); ok && bnAVX512 && len(x) > 0 {
+		y32, dy32 := any(y).([]float32)[:len(x)], any(dy).([]float32)[:len(x)]
+		a, b := bnGradDotsAVX512(&x32[0], &y32[0], &dy32[0], len(x32), float32(mean), relu)
+		return T(a), T(b)
+	}
 	if !relu {
 		var a0, a1, b0, b1 T
 		dy = dy[:len(x)]
@@ -446,6 +455,11 @@ func bnDataGrad[T elem](st *bnState, x, y, dy, gamma, sums, dx []T, s tensor.Sha
 
 func bnGradPlane[T elem](dx, x, y, dy []T, mean, scale, m1, m2 T, relu bool) {
 	dx, dy = dx[:len(x)], dy[:len(x)]
+	if x32, ok := any(x).([]float32); ok && bnAVX512 && len(x) > 0 {
+		dx32, y32, dy32 := any(dx).([]float32), any(y).([]float32)[:len(x)], any(dy).([]float32)
+		bnGradPlaneAVX512(&dx32[0], &x32[0], &y32[0], &dy32[0], len(x32), float32(mean), float32(scale), float32(m1), float32(m2), relu)
+		return
+	}
 	if !relu {
 		for i, v := range x {
 			dx[i] = scale * (dy[i] - m1 - (v-mean)*m2)

@@ -217,6 +217,10 @@ func pass64(d, y float64) float64 {
 // affine writes y = x*a + b, with a ReLU if relu.
 func affine[T elem](y, x []T, a, b T, relu bool) {
 	y = y[:len(x)]
+	if x32, ok := any(x).([]float32); ok && bnAVX512 && len(x) > 0 {
+		bnAffineAVX512(&any(y).([]float32)[0], &x32[0], len(x32), float32(a), float32(b), relu)
+		return
+	}
 	if !relu {
 		for i, v := range x {
 			y[i] = v*a + b

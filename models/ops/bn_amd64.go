@@ -1,0 +1,31 @@
+//go:build !openblas
+
+package ops
+
+import "golang.org/x/sys/cpu"
+
+// bnAVX512 is whether the BatchNorm loops on float32 run the AVX-512 versions
+// of bn_amd64.s: the Go compiler does not vectorise them, and at one value per
+// step they took a quarter of a ResNet-20 step.
+var bnAVX512 = cpu.X86.HasAVX512F
+
+// bnShiftedSumsAVX512 returns Σ(p-k) and Σ(p-k)² over p[:n].
+//
+//go:noescape
+func bnShiftedSumsAVX512(p *float32, n int, k float32) (s1, s2 float32)
+
+// bnGradDotsAVX512 returns Σ g and Σ g·(x - mean) over n values, g = dy
+// (where the ReLU output y is positive, with relu).
+//
+//go:noescape
+func bnGradDotsAVX512(x, y, dy *float32, n int, mean float32, relu bool) (a, b float32)
+
+// bnGradPlaneAVX512 writes dx = scale·(g - m1 - (x - mean)·m2), g as above.
+//
+//go:noescape
+func bnGradPlaneAVX512(dx, x, y, dy *float32, n int, mean, scale, m1, m2 float32, relu bool)
+
+// bnAffineAVX512 writes y = x·a + b, with a ReLU if relu.
+//
+//go:noescape
+func bnAffineAVX512(y, x *float32, n int, a, b float32, relu bool)

@@ -1,0 +1,207 @@
+//go:build !openblas
+
+#include "textflag.h"
+
+// AVX-512 loops of the fused BatchNorm (batchnorm.go) on float32: 16 values
+// per step, the last partial step under a mask. They compute what the Go
+// loops compute (bn_amd64.go), with fused multiply-adds and 16 partial sums
+// per sum (added by a fixed tree), so their results round differently.
+
+// TAILMASK sets K1 to the CX lowest bits.
+#define TAILMASK \
+	MOVL  $1, AX;  \
+	SHLL  CX, AX;  \
+	DECL  AX;      \
+	KMOVW AX, K1
+
+// REDUCE adds the 16 lanes of Z0 (Y0, X0) into X0's lowest, with X3 (Y3) as
+// scratch.
+#define REDUCE(z, y, x) \
+	VEXTRACTF32X8 $1, z, Y3;  \
+	VADDPS        Y3, y, y;   \
+	VEXTRACTF128  $1, y, X3;  \
+	VADDPS        X3, x, x;   \
+	VPERMILPS     $0x4e, x, X3; \
+	VADDPS        X3, x, x;   \
+	VPERMILPS     $0xb1, x, X3; \
+	VADDSS        X3, x, x
+
+// func bnShiftedSumsAVX512(p *float32, n int, k float32) (s1, s2 float32)
+TEXT ·bnShiftedSumsAVX512(SB), NOSPLIT, $0-32
+	MOVQ         p+0(FP), SI
+	MOVQ         n+8(FP), CX
+	VBROADCASTSS k+16(FP), Z2
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	SUBQ         $16, CX
+	JLT          sstail
+
+ssloop:
+	VMOVUPS     (SI), Z4
+	VSUBPS      Z2, Z4, Z4
+	VADDPS      Z4, Z0, Z0
+	VFMADD231PS Z4, Z4, Z1
+	ADDQ        $64, SI
+	SUBQ        $16, CX
+	JGE         ssloop
+
+sstail:
+	ADDQ $16, CX
+	JEQ  ssdone
+	TAILMASK
+	VMOVUPS.Z   (SI), K1, Z4
+	VSUBPS.Z    Z2, Z4, K1, Z4
+	VADDPS      Z4, Z0, Z0
+	VFMADD231PS Z4, Z4, Z1
+
+ssdone:
+	REDUCE(Z0, Y0, X0)
+	MOVSS X0, s1+24(FP)
+	REDUCE(Z1, Y1, X1)
+	MOVSS X1, s2+28(FP)
+	VZEROUPPER
+	RET
+
+// GMASK sets K2 to the lanes (of K1) where the ReLU output at (BX) is
+// positive (its bits, as a signed integer, above 0: pass32), or to K1
+// without the ReLU (R8 == 0).
+#define GMASK \
+	KMOVW     K1, K2;       \
+	TESTQ     R8, R8;       \
+	JEQ       3(PC);        \
+	VMOVUPS.Z (BX), K1, Z5; \
+	VPCMPGTD  Z9, Z5, K1, K2
+
+// func bnGradDotsAVX512(x, y, dy *float32, n int, mean float32, relu bool) (a, b float32)
+TEXT ·bnGradDotsAVX512(SB), NOSPLIT, $0-48
+	MOVQ         x+0(FP), SI
+	MOVQ         y+8(FP), BX
+	MOVQ         dy+16(FP), DI
+	MOVQ         n+24(FP), CX
+	VBROADCASTSS mean+32(FP), Z2
+	MOVBQZX      relu+36(FP), R8
+	VPXORD       Z9, Z9, Z9
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	KXNORW       K1, K1, K1
+	SUBQ         $16, CX
+	JLT          gdtail
+
+gdloop:
+	GMASK
+	VMOVUPS.Z   (DI), K2, Z3
+	VMOVUPS     (SI), Z4
+	VSUBPS      Z2, Z4, Z4
+	VADDPS      Z3, Z0, Z0
+	VFMADD231PS Z4, Z3, Z1
+	ADDQ        $64, SI
+	ADDQ        $64, BX
+	ADDQ        $64, DI
+	SUBQ        $16, CX
+	JGE         gdloop
+
+gdtail:
+	ADDQ $16, CX
+	JEQ  gddone
+	TAILMASK
+	GMASK
+	VMOVUPS.Z   (DI), K2, Z3
+	VMOVUPS.Z   (SI), K1, Z4
+	VSUBPS      Z2, Z4, Z4
+	VADDPS      Z3, Z0, Z0
+	VFMADD231PS Z4, Z3, Z1
+
+gddone:
+	REDUCE(Z0, Y0, X0)
+	MOVSS X0, a+40(FP)
+	REDUCE(Z1, Y1, X1)
+	MOVSS X1, b+44(FP)
+	VZEROUPPER
+	RET
+
+// One step of dx = scale·(g - m1 - (x - mean)·m2), stored under K1.
+#define GRADSTEP \
+	GMASK;                      \
+	VMOVUPS.Z    (DI), K2, Z3;  \
+	VMOVUPS.Z    (SI), K1, Z4;  \
+	VSUBPS       Z2, Z4, Z4;    \
+	VSUBPS       Z7, Z3, Z3;    \
+	VFNMADD231PS Z8, Z4, Z3;    \
+	VMULPS       Z6, Z3, Z3;    \
+	VMOVUPS      Z3, K1, (DX)
+
+// func bnGradPlaneAVX512(dx, x, y, dy *float32, n int, mean, scale, m1, m2 float32, relu bool)
+TEXT ·bnGradPlaneAVX512(SB), NOSPLIT, $0-57
+	MOVQ         dx+0(FP), DX
+	MOVQ         x+8(FP), SI
+	MOVQ         y+16(FP), BX
+	MOVQ         dy+24(FP), DI
+	MOVQ         n+32(FP), CX
+	VBROADCASTSS mean+40(FP), Z2
+	VBROADCASTSS scale+44(FP), Z6
+	VBROADCASTSS m1+48(FP), Z7
+	VBROADCASTSS m2+52(FP), Z8
+	MOVBQZX      relu+56(FP), R8
+	VPXORD       Z9, Z9, Z9
+	KXNORW       K1, K1, K1
+	SUBQ         $16, CX
+	JLT          gptail
+
+gploop:
+	GRADSTEP
+	ADDQ $64, DX
+	ADDQ $64, SI
+	ADDQ $64, BX
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JGE  gploop
+
+gptail:
+	ADDQ $16, CX
+	JEQ  gpdone
+	TAILMASK
+	GRADSTEP
+
+gpdone:
+	VZEROUPPER
+	RET
+
+// func bnAffineAVX512(y, x *float32, n int, a, b float32, relu bool)
+TEXT ·bnAffineAVX512(SB), NOSPLIT, $0-33
+	MOVQ         y+0(FP), DX
+	MOVQ         x+8(FP), SI
+	MOVQ         n+16(FP), CX
+	VBROADCASTSS a+24(FP), Z6
+	VBROADCASTSS b+28(FP), Z7
+	MOVBQZX      relu+32(FP), R8
+	VPXORD       Z9, Z9, Z9
+	KXNORW       K1, K1, K1
+	SUBQ         $16, CX
+	JLT          aftail
+
+afloop:
+	VMOVUPS     (SI), Z3
+	VFMADD213PS Z7, Z6, Z3
+	TESTQ       R8, R8
+	JEQ         2(PC)
+	VPMAXSD     Z9, Z3, Z3
+	VMOVUPS     Z3, (DX)
+	ADDQ        $64, DX
+	ADDQ        $64, SI
+	SUBQ        $16, CX
+	JGE         afloop
+
+aftail:
+	ADDQ $16, CX
+	JEQ  afdone
+	TAILMASK
+	VMOVUPS.Z   (SI), K1, Z3
+	VFMADD213PS Z7, Z6, Z3
+	TESTQ       R8, R8
+	JEQ         2(PC)
+	VPMAXSD     Z9, Z3, Z3
+	VMOVUPS     Z3, K1, (DX)
+
+afdone:
+	VZEROUPPER
+	RET

@@ -1,0 +1,85 @@
+package ops
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestBNLoopsFloat32 checks the float32 BatchNorm loops (AVX-512 where the
+// CPU has it, bn_amd64.s) against the same loops in float64 (plain Go) on
+// the same float32 inputs, for lengths around the 16-value steps (the masked
+// tail) and with ReLU outputs y that are +0 (the mask drops them) or
+// positive, and negative ones too (also dropped; a ReLU never gives them, nor
+// -0, where the Go and assembly masks differ). Sums may differ by float32 rounding of their terms
+// (1e-6 of Σ|term| per term is far above it for these lengths, far below a
+// wrong lane or mask); element-wise results by a few ulps.
+func TestBNLoopsFloat32(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	for _, n := range []int{1, 5, 15, 16, 17, 31, 32, 33, 64, 100, 1000} {
+		x, y, dy := make([]float32, n), make([]float32, n), make([]float32, n)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64()*2 + 0.5)
+			dy[i] = float32(rng.NormFloat64())
+			switch rng.IntN(3) {
+			case 0:
+				y[i] = 0
+			case 1:
+				y[i] = float32(rng.Float64())
+			default:
+				y[i] = -float32(rng.Float64())
+			}
+		}
+		x64, y64, dy64 := f64s(x), f64s(y), f64s(dy)
+		const mean, scale, m1, m2 = 0.3, 1.7, -0.2, 0.45
+		for _, relu := range []bool{false, true} {
+			name := fmt.Sprintf("n%d_relu%v", n, relu)
+			// Σ|term| bounds the rounding of a sum of n terms.
+			absSum := func(f func(i int) float64) float64 {
+				s := 0.0
+				for i := range n {
+					s += math.Abs(f(i))
+				}
+				return s
+			}
+			checkSum := func(what string, got float32, want, mag float64) {
+				if d := math.Abs(float64(got) - want); !(d <= 1e-6*mag*float64(n)+1e-30) {
+					t.Errorf("%s: %s = %v, expected %v", name, what, got, want)
+				}
+			}
+			a, b := gradDots(x, y, dy, float32(mean), relu)
+			wa, wb := gradDots(x64, y64, dy64, mean, relu)
+			checkSum("Σg", a, wa, absSum(func(i int) float64 { return dy64[i] }))
+			checkSum("Σg(x-mean)", b, wb, absSum(func(i int) float64 { return dy64[i] * (x64[i] - mean) }))
+			if !relu {
+				s1, s2 := shiftedSums(x, x[0])
+				w1, w2 := shiftedSums(x64, x64[0])
+				checkSum("Σ(x-k)", s1, w1, absSum(func(i int) float64 { return x64[i] - x64[0] }))
+				checkSum("Σ(x-k)²", s2, w2, absSum(func(i int) float64 { return (x64[i] - x64[0]) * (x64[i] - x64[0]) }))
+			}
+			dx, dx64 := make([]float32, n), make([]float64, n)
+			bnGradPlane(dx, x, y, dy, float32(mean), float32(scale), float32(m1), float32(m2), relu)
+			bnGradPlane(dx64, x64, y64, dy64, mean, scale, m1, m2, relu)
+			out, out64 := make([]float32, n+1), make([]float64, n)
+			out[n] = 42 // past the end: must stay
+			affine(out[:n], x, float32(scale), float32(m1), relu)
+			affine(out64, x64, scale, m1, relu)
+			for i := range n {
+				mag := math.Abs(scale) * (math.Abs(dy64[i]) + math.Abs(m1) + math.Abs((x64[i]-mean)*m2))
+				if d := math.Abs(float64(dx[i]) - dx64[i]); !(d <= 1e-6*mag) {
+					t.Errorf("%s: dx[%d] = %v, expected %v", name, i, dx[i], dx64[i])
+				}
+				if d := math.Abs(float64(out[i]) - out64[i]); !(d <= 1e-6*(math.Abs(x64[i]*scale)+math.Abs(m1))) {
+					t.Errorf("%s: affine[%d] = %v, expected %v", name, i, out[i], out64[i])
+				}
+				if relu && math.Signbit(float64(out[i])) {
+					t.Errorf("%s: affine[%d] = %v after ReLU", name, i, out[i])
+				}
+			}
+			if out[n] != 42 {
+				t.Errorf("%s: affine wrote past its %d values", name, n)
+			}
+		}
+	}
+}

@@ -1,0 +1,19 @@
+//go:build !amd64 || openblas
+
+package ops
+
+// There are no assembly BatchNorm loops outside amd64, nor in the openblas
+// build (cgo packages take no Plan 9 assembly): the Go loops run.
+const bnAVX512 = false
+
+func bnShiftedSumsAVX512(*float32, int, float32) (float32, float32) { panic("no AVX-512 loops") }
+
+func bnGradDotsAVX512(_, _, _ *float32, _ int, _ float32, _ bool) (float32, float32) {
+	panic("no AVX-512 loops")
+}
+
+func bnGradPlaneAVX512(_, _, _, _ *float32, _ int, _, _, _, _ float32, _ bool) {
+	panic("no AVX-512 loops")
+}
+
+func bnAffineAVX512(_, _ *float32, _ int, _, _ float32, _ bool) { panic("no AVX-512 loops") }
