@@ -204,7 +204,7 @@ func bnForward[T elem](st *bnState, x, gamma, beta, y, runMean, runVar []T, s te
 
 // shiftedSums returns Σ(p-k) and Σ(p-k)².
 func shiftedSums[T elem](p []T, k T) (T, T) {
-	if p32, ok := any(p).([]float32); ok && bnAVX512 && len(p) > 0 {
+	if p32, ok := any(p).([]float32); ok && loopsAVX512 && len(p) > 0 {
 		a, b := bnShiftedSumsAVX512(&p32[0], len(p32), float32(k))
 		return T(a), T(b)
 	}
@@ -319,7 +319,7 @@ func bnSums[T elem](st *bnState, x, y, dy, out []T, s tensor.Shape) {
 
 // gradDots returns Σ g and Σ g·(x - mean), g = dy (where y > 0 with relu).
 func gradDots[T elem](x, y, dy []T, mean T, relu bool) (T, T) {
-	if x32, ok := any(x).([]float32); ok && bnAVX512 && len(x) > 0 {
+	if x32, ok := any(x).([]float32); ok && loopsAVX512 && len(x) > 0 {
 		y32, dy32 := any(y).([]float32)[:len(x)], any(dy).([]float32)[:len(x)]
 		a, b := bnGradDotsAVX512(&x32[0], &y32[0], &dy32[0], len(x32), float32(mean), relu)
 		return T(a), T(b)
@@ -455,7 +455,7 @@ func bnDataGrad[T elem](st *bnState, x, y, dy, gamma, sums, dx []T, s tensor.Sha
 
 func bnGradPlane[T elem](dx, x, y, dy []T, mean, scale, m1, m2 T, relu bool) {
 	dx, dy = dx[:len(x)], dy[:len(x)]
-	if x32, ok := any(x).([]float32); ok && bnAVX512 && len(x) > 0 {
+	if x32, ok := any(x).([]float32); ok && loopsAVX512 && len(x) > 0 {
 		dx32, y32, dy32 := any(dx).([]float32), any(y).([]float32)[:len(x)], any(dy).([]float32)
 		bnGradPlaneAVX512(&dx32[0], &x32[0], &y32[0], &dy32[0], len(x32), float32(mean), float32(scale), float32(m1), float32(m2), relu)
 		return

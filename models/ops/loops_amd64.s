@@ -2,10 +2,12 @@
 
 #include "textflag.h"
 
-// AVX-512 loops of the fused BatchNorm (batchnorm.go) on float32: 16 values
-// per step, the last partial step under a mask. They compute what the Go
-// loops compute (bn_amd64.go), with fused multiply-adds and 16 partial sums
-// per sum (added by a fixed tree), so their results round differently.
+// AVX-512 loops of the fused BatchNorm (batchnorm.go) and the ReLU ops
+// (common.go) on float32: 16 values per step, the last partial step under a
+// mask. They compute what the Go loops compute, with fused multiply-adds and
+// 16 partial sums per sum (added by a fixed tree), so their results round
+// differently. The ReLU masks test y > 0 as signed integers: like pass32 but
+// for -0, which no ReLU output is.
 
 // TAILMASK sets K1 to the CX lowest bits.
 #define TAILMASK \
@@ -203,5 +205,77 @@ aftail:
 	VMOVUPS     Z3, K1, (DX)
 
 afdone:
+	VZEROUPPER
+	RET
+
+// func reluAddAVX512(y, a, b *float32, n int)
+// y = max(a + b, 0), negative sums and -0 to +0 (as integers, like relu32).
+TEXT ·reluAddAVX512(SB), NOSPLIT, $0-32
+	MOVQ   y+0(FP), DX
+	MOVQ   a+8(FP), SI
+	MOVQ   b+16(FP), DI
+	MOVQ   n+24(FP), CX
+	VPXORD Z9, Z9, Z9
+	SUBQ   $16, CX
+	JLT    ratail
+
+raloop:
+	VMOVUPS (SI), Z3
+	VADDPS  (DI), Z3, Z3
+	VPMAXSD Z9, Z3, Z3
+	VMOVUPS Z3, (DX)
+	ADDQ    $64, DX
+	ADDQ    $64, SI
+	ADDQ    $64, DI
+	SUBQ    $16, CX
+	JGE     raloop
+
+ratail:
+	ADDQ $16, CX
+	JEQ  radone
+	TAILMASK
+	VMOVUPS.Z (SI), K1, Z3
+	VMOVUPS.Z (DI), K1, Z4
+	VADDPS    Z4, Z3, Z3
+	VPMAXSD   Z9, Z3, Z3
+	VMOVUPS   Z3, K1, (DX)
+
+radone:
+	VZEROUPPER
+	RET
+
+// func reluGradAVX512(d, dy, y *float32, n int)
+// d = dy where the ReLU output y is positive, else +0.
+TEXT ·reluGradAVX512(SB), NOSPLIT, $0-32
+	MOVQ   d+0(FP), DX
+	MOVQ   dy+8(FP), DI
+	MOVQ   y+16(FP), BX
+	MOVQ   n+24(FP), CX
+	VPXORD Z9, Z9, Z9
+	KXNORW K1, K1, K1
+	SUBQ   $16, CX
+	JLT    rgtail
+
+rgloop:
+	VMOVUPS   (BX), Z5
+	VPCMPGTD  Z9, Z5, K2
+	VMOVUPS.Z (DI), K2, Z3
+	VMOVUPS   Z3, (DX)
+	ADDQ      $64, DX
+	ADDQ      $64, DI
+	ADDQ      $64, BX
+	SUBQ      $16, CX
+	JGE       rgloop
+
+rgtail:
+	ADDQ $16, CX
+	JEQ  rgdone
+	TAILMASK
+	VMOVUPS.Z (BX), K1, Z5
+	VPCMPGTD  Z9, Z5, K1, K2
+	VMOVUPS.Z (DI), K2, Z3
+	VMOVUPS   Z3, K1, (DX)
+
+rgdone:
 	VZEROUPPER
 	RET

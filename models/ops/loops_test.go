@@ -7,15 +7,15 @@ import (
 	"testing"
 )
 
-// TestBNLoopsFloat32 checks the float32 BatchNorm loops (AVX-512 where the
-// CPU has it, bn_amd64.s) against the same loops in float64 (plain Go) on
+// TestLoopsFloat32 checks the float32 BatchNorm and ReLU loops (AVX-512
+// where the CPU has it, loops_amd64.s) against the same loops in float64 (plain Go) on
 // the same float32 inputs, for lengths around the 16-value steps (the masked
 // tail) and with ReLU outputs y that are +0 (the mask drops them) or
 // positive, and negative ones too (also dropped; a ReLU never gives them, nor
 // -0, where the Go and assembly masks differ). Sums may differ by float32 rounding of their terms
 // (1e-6 of Σ|term| per term is far above it for these lengths, far below a
 // wrong lane or mask); element-wise results by a few ulps.
-func TestBNLoopsFloat32(t *testing.T) {
+func TestLoopsFloat32(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 9))
 	for _, n := range []int{1, 5, 15, 16, 17, 31, 32, 33, 64, 100, 1000} {
 		x, y, dy := make([]float32, n), make([]float32, n), make([]float32, n)
@@ -79,6 +79,33 @@ func TestBNLoopsFloat32(t *testing.T) {
 			}
 			if out[n] != 42 {
 				t.Errorf("%s: affine wrote past its %d values", name, n)
+			}
+			if !relu {
+				continue
+			}
+			// The ReLU ops: exact, one rounding (the sum) or none.
+			addRelu(out[:n], x, dy)
+			sum := make([]float32, n)
+			for i := range n {
+				sum[i] = x[i] + dy[i]
+			}
+			for i := range n {
+				if want := float32(max(float64(sum[i]), 0)); out[i] != want || math.Signbit(float64(out[i])) {
+					t.Errorf("addRelu[%d] = %v, expected %v", i, out[i], want)
+				}
+			}
+			reluGrad(out[:n], dy, y)
+			for i := range n {
+				want := float32(0)
+				if y[i] > 0 {
+					want = dy[i]
+				}
+				if out[i] != want {
+					t.Errorf("reluGrad[%d] = %v, expected %v (y %v)", i, out[i], want, y[i])
+				}
+			}
+			if out[n] != 42 {
+				t.Errorf("%s: the ReLU ops wrote past their %d values", name, n)
 			}
 		}
 	}

@@ -2,9 +2,9 @@
 
 package ops
 
-// There are no assembly BatchNorm loops outside amd64, nor in the openblas
+// There are no assembly element-wise loops outside amd64, nor in the openblas
 // build (cgo packages take no Plan 9 assembly): the Go loops run.
-const bnAVX512 = false
+const loopsAVX512 = false
 
 func bnShiftedSumsAVX512(*float32, int, float32) (float32, float32) { panic("no AVX-512 loops") }
 
@@ -17,3 +17,7 @@ func bnGradPlaneAVX512(_, _, _, _ *float32, _ int, _, _, _, _ float32, _ bool) {
 }
 
 func bnAffineAVX512(_, _ *float32, _ int, _, _ float32, _ bool) { panic("no AVX-512 loops") }
+
+func reluAddAVX512(_, _, _ *float32, _ int) { panic("no AVX-512 loops") }
+
+func reluGradAVX512(_, _, _ *float32, _ int) { panic("no AVX-512 loops") }

@@ -4,10 +4,11 @@ package ops
 
 import "golang.org/x/sys/cpu"
 
-// bnAVX512 is whether the BatchNorm loops on float32 run the AVX-512 versions
-// of bn_amd64.s: the Go compiler does not vectorise them, and at one value per
-// step they took a quarter of a ResNet-20 step.
-var bnAVX512 = cpu.X86.HasAVX512F
+// loopsAVX512 is whether the element-wise loops of BatchNorm and ReLU on
+// float32 run the AVX-512 versions of loops_amd64.s: the Go compiler does not
+// vectorise them, and at one value per step the BatchNorm ones alone took a
+// quarter of a ResNet-20 step.
+var loopsAVX512 = cpu.X86.HasAVX512F
 
 // bnShiftedSumsAVX512 returns Σ(p-k) and Σ(p-k)² over p[:n].
 //
@@ -29,3 +30,13 @@ func bnGradPlaneAVX512(dx, x, y, dy *float32, n int, mean, scale, m1, m2 float32
 //
 //go:noescape
 func bnAffineAVX512(y, x *float32, n int, a, b float32, relu bool)
+
+// reluAddAVX512 writes y = max(a + b, 0) over n values.
+//
+//go:noescape
+func reluAddAVX512(y, a, b *float32, n int)
+
+// reluGradAVX512 writes d = dy where the ReLU output y is positive, else 0.
+//
+//go:noescape
+func reluGradAVX512(d, dy, y *float32, n int)
