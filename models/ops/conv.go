@@ -220,7 +220,7 @@ var shiftedConvs = true
 // convForward computes y = conv(x, w) sample by sample.
 func convForward[T elem](g *convGeom, ws *Workspace, x, w, y []T) {
 	if useShifted(g) {
-		p := newShiftPlan(g)
+		p := newShiftPlan[T](g, shiftForward)
 		shiftedConv(&p, ws, x, w, false, y)
 		return
 	}
@@ -246,7 +246,7 @@ func convForward[T elem](g *convGeom, ws *Workspace, x, w, y []T) {
 // convDataGrad computes dx = col2im(Wᵀ·dy) sample by sample.
 func convDataGrad[T elem](g *convGeom, ws *Workspace, w, dy, dx []T) {
 	if gt, ok := g.dataGradGeom(); ok && useShifted(g) {
-		p := newShiftPlan(&gt)
+		p := newShiftPlan[T](&gt, shiftForward)
 		shiftedConv(&p, ws, dy, w, true, dx)
 		return
 	}
@@ -279,7 +279,7 @@ const reduceChunks = 16
 // convFilterGrad computes dw = Σ_s dy_s·col_sᵀ.
 func convFilterGrad[T elem](g *convGeom, ws *Workspace, x, dy, dw []T) {
 	if useShifted(g) {
-		p := newShiftPlan(g)
+		p := newShiftPlan[T](g, shiftFilterGrad)
 		shiftedFilterGrad(&p, ws, x, dy, dw)
 		return
 	}

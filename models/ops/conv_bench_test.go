@@ -54,8 +54,8 @@ func BenchmarkConvShapes(b *testing.B) {
 		// The data gradient's own geometry, for the shifted form.
 		gt := convGeom{n: g.n, c: g.oc, h: g.oh, w: g.ow, k: g.k, stride: 1, pad: g.k - 1 - g.pad, oc: g.c, oh: g.h, ow: g.w}
 		for _, mode := range []string{"im2col", "u0", "u1", "u2"} {
-			plan := func(g *convGeom) shiftPlan {
-				p := newShiftPlan(g)
+			plan := func(g *convGeom, kind int) shiftPlan {
+				p := newShiftPlan[float32](g, kind)
 				switch mode {
 				case "u0":
 					p = p.with(1, 1)
@@ -76,7 +76,7 @@ func BenchmarkConvShapes(b *testing.B) {
 						shiftedConvs = true
 						continue
 					}
-					p := plan(&g)
+					p := plan(&g, shiftForward)
 					shiftedConv(&p, ws, x, w, false, y)
 				}
 			})
@@ -89,7 +89,7 @@ func BenchmarkConvShapes(b *testing.B) {
 						shiftedConvs = true
 						continue
 					}
-					p := plan(&gt)
+					p := plan(&gt, shiftForward)
 					shiftedConv(&p, ws, dy, w, true, dx)
 				}
 			})
@@ -102,7 +102,7 @@ func BenchmarkConvShapes(b *testing.B) {
 						shiftedConvs = true
 						continue
 					}
-					p := plan(&g)
+					p := plan(&g, shiftFilterGrad)
 					shiftedFilterGrad(&p, ws, x, dy, dw)
 				}
 			})

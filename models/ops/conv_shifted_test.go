@@ -63,8 +63,8 @@ func (g *convGeom) setOut() {
 // runShifted computes y, dx and dw with the shifted GEMMs, every plan
 // unrolled as (ni, nj) (0: the plan's own choice).
 func runShifted[T elem](g convGeom, ws *Workspace, unroll int, x, w, dy []T) (y, dx, dw []T) {
-	plan := func(g *convGeom) shiftPlan {
-		p := newShiftPlan(g)
+	plan := func(g *convGeom, kind int) shiftPlan {
+		p := newShiftPlan[T](g, kind)
 		switch unroll {
 		case 1:
 			p = p.with(1, 1)
@@ -76,14 +76,15 @@ func runShifted[T elem](g convGeom, ws *Workspace, unroll int, x, w, dy []T) (y,
 		return p
 	}
 	y, dx, dw = make([]T, len(dy)), make([]T, len(x)), make([]T, len(w))
-	p := plan(&g)
+	p := plan(&g, shiftForward)
 	shiftedConv(&p, ws, x, w, false, y)
+	p = plan(&g, shiftFilterGrad)
 	shiftedFilterGrad(&p, ws, x, dy, dw)
 	gt, ok := g.dataGradGeom()
 	if !ok {
 		panic(fmt.Sprintf("%+v: no data-gradient geometry", g))
 	}
-	pt := plan(&gt)
+	pt := plan(&gt, shiftForward)
 	shiftedConv(&pt, ws, dy, w, true, dx)
 	return y, dx, dw
 }
