@@ -41,71 +41,55 @@ func BenchmarkConvShapes(b *testing.B) {
 		g.oh = (g.h+2*g.pad-g.k)/g.stride + 1
 		g.ow = (g.w+2*g.pad-g.k)/g.stride + 1
 		rng := rand.New(rand.NewPCG(1, 2))
-		fill := func(n int) []float32 {
-			v := make([]float32, n)
-			for i := range v {
-				v[i] = float32(rng.NormFloat64())
-			}
-			return v
-		}
+		fill := func(n int) []float32 { return f32s(randSlice(rng, n)) }
 		x, w, dy := fill(g.n*g.c*g.h*g.w), fill(g.oc*g.c*g.k*g.k), fill(g.n*g.oc*g.oh*g.ow)
 		y, dx, dw := make([]float32, len(dy)), make([]float32, len(x)), make([]float32, len(w))
 		ws := NewWorkspace(1)
-		// The data gradient's own geometry, for the shifted form.
-		gt := convGeom{n: g.n, c: g.oc, h: g.oh, w: g.ow, k: g.k, stride: 1, pad: g.k - 1 - g.pad, oc: g.c, oh: g.h, ow: g.w}
-		for _, mode := range []string{"im2col", "u0", "u1", "u2"} {
-			plan := func(g *convGeom, kind int) shiftPlan {
-				p := newShiftPlan[float32](g, kind)
-				switch mode {
-				case "u0":
-					p = p.with(1, 1)
-				case "u1":
-					p = p.with(1, g.k)
-				case "u2":
-					p = p.with(g.k, g.k)
+		gt := g.transposed()
+		// Each product through im2col (unroll -1) or the shifted GEMMs.
+		products := []struct {
+			name string
+			run  func(unroll int)
+		}{
+			{"fwd", func(unroll int) {
+				if unroll < 0 {
+					convForward(&g, ws, x, w, y)
+					return
 				}
-				return p
+				p := forcedPlan[float32](&g, shiftForward, unroll)
+				shiftedConv(&p, ws, x, w, false, y)
+			}},
+			{"dx", func(unroll int) {
+				if unroll < 0 {
+					convDataGrad(&g, ws, w, dy, dx)
+					return
+				}
+				p := forcedPlan[float32](&gt, shiftForward, unroll)
+				shiftedConv(&p, ws, dy, w, true, dx)
+			}},
+			{"dw", func(unroll int) {
+				if unroll < 0 {
+					convFilterGrad(&g, ws, x, dy, dw)
+					return
+				}
+				p := forcedPlan[float32](&g, shiftFilterGrad, unroll)
+				shiftedFilterGrad(&p, ws, x, dy, dw)
+			}},
+		}
+		for _, mode := range []struct {
+			name   string
+			unroll int // forcedPlan's, -1 for im2col
+		}{{"im2col", -1}, {"u0", 1}, {"u1", 2}, {"u2", 3}} {
+			for _, pr := range products {
+				b.Run(fmt.Sprintf("c%d_k%d_%dx%d_oc%d/%s/%s", g.c, g.k, g.h, g.w, g.oc, mode.name, pr.name), func(b *testing.B) {
+					shiftedConvs = mode.unroll > 0
+					defer func() { shiftedConvs = true }()
+					defer cpuMetric(b)()
+					for b.Loop() {
+						pr.run(mode.unroll)
+					}
+				})
 			}
-			name := fmt.Sprintf("c%d_k%d_%dx%d_oc%d/%s", g.c, g.k, g.h, g.w, g.oc, mode)
-			b.Run(name+"/fwd", func(b *testing.B) {
-				defer cpuMetric(b)()
-				for b.Loop() {
-					if mode == "im2col" {
-						shiftedConvs = false
-						convForward(&g, ws, x, w, y)
-						shiftedConvs = true
-						continue
-					}
-					p := plan(&g, shiftForward)
-					shiftedConv(&p, ws, x, w, false, y)
-				}
-			})
-			b.Run(name+"/dx", func(b *testing.B) {
-				defer cpuMetric(b)()
-				for b.Loop() {
-					if mode == "im2col" {
-						shiftedConvs = false
-						convDataGrad(&g, ws, w, dy, dx)
-						shiftedConvs = true
-						continue
-					}
-					p := plan(&gt, shiftForward)
-					shiftedConv(&p, ws, dy, w, true, dx)
-				}
-			})
-			b.Run(name+"/dw", func(b *testing.B) {
-				defer cpuMetric(b)()
-				for b.Loop() {
-					if mode == "im2col" {
-						shiftedConvs = false
-						convFilterGrad(&g, ws, x, dy, dw)
-						shiftedConvs = true
-						continue
-					}
-					p := plan(&g, shiftFilterGrad)
-					shiftedFilterGrad(&p, ws, x, dy, dw)
-				}
-			})
 		}
 	}
 }

@@ -160,34 +160,41 @@ func buildRows[T elem](p *shiftPlan, xp, z []T) {
 	}
 }
 
-// shiftWeights lays the filters out as a (K, taps·rows) matrix, tap after
-// tap along each row (tap t's (K, rows) block at column t·rows). With
-// flip, w holds the filters of the convolution whose data gradient p
-// computes: (p.g.c, p.g.oc, k, k), read flipped in both axes with in and out
-// channels swapped.
-func shiftWeights[T elem](p *shiftPlan, w []T, flip bool, dst []T) {
-	g, k := p.g, p.g.k
-	gk := k / p.nj
-	for t := range p.taps {
-		gi, gj := t/gk, t%gk
-		for o := range g.oc {
-			row := dst[(o*p.taps+t)*p.rows:][:p.rows]
-			r := 0
-			for c := range g.c {
+// tapOrder calls f(i, o, c, a, b) for each filter value in the tap-major
+// layout of the shifted GEMMs: a (K, taps·rows) matrix, tap after tap along
+// each row, i = (o·taps + t)·rows + r, where row r = (c, zi, zj) of tap
+// t = (gi, gj) is kernel position (a, b) = (gi+zi, gj+zj) of input channel c.
+func tapOrder(p *shiftPlan, f func(i, o, c, a, b int)) {
+	gk := p.g.k / p.nj
+	for o := range p.g.oc {
+		i := o * p.taps * p.rows
+		for t := range p.taps {
+			gi, gj := t/gk, t%gk
+			for c := range p.g.c {
 				for zi := range p.ni {
 					for zj := range p.nj {
-						a, b := gi+zi, gj+zj
-						if flip {
-							row[r] = w[((c*g.oc+o)*k+k-1-a)*k+k-1-b]
-						} else {
-							row[r] = w[((o*g.c+c)*k+a)*k+b]
-						}
-						r++
+						f(i, o, c, gi+zi, gj+zj)
+						i++
 					}
 				}
 			}
 		}
 	}
+}
+
+// shiftWeights lays the filters w (K, C, k, k) out in tapOrder. With flip,
+// w holds the filters of the convolution whose data gradient p computes:
+// (p.g.c, p.g.oc, k, k), read flipped in both axes with in and out channels
+// swapped.
+func shiftWeights[T elem](p *shiftPlan, w []T, flip bool, dst []T) {
+	g, k := p.g, p.g.k
+	tapOrder(p, func(i, o, c, a, b int) {
+		if flip {
+			dst[i] = w[((c*g.oc+o)*k+k-1-a)*k+k-1-b]
+		} else {
+			dst[i] = w[((o*g.c+c)*k+a)*k+b]
+		}
+	})
 }
 
 // shiftBufs are one worker's buffers: the padded planes, the GEMM rows (nil
@@ -281,7 +288,12 @@ func (g *convGeom) dataGradGeom() (convGeom, bool) {
 	if !g.shiftable() || g.pad > g.k-1 {
 		return convGeom{}, false
 	}
-	return convGeom{n: g.n, c: g.oc, h: g.oh, w: g.ow, k: g.k, stride: 1, pad: g.k - 1 - g.pad, oc: g.c, oh: g.h, ow: g.w}, true
+	return g.transposed(), true
+}
+
+// transposed is dataGradGeom's geometry, for a stride-1 g with pad <= k-1.
+func (g *convGeom) transposed() convGeom {
+	return convGeom{n: g.n, c: g.oc, h: g.oh, w: g.ow, k: g.k, stride: 1, pad: g.k - 1 - g.pad, oc: g.c, oh: g.h, ow: g.w}
 }
 
 // shiftedFilterGrad computes dw = Σ_s dy_s·rows_sᵀ tap by tap, in the chunks
@@ -309,27 +321,12 @@ func shiftedFilterGrad[T elem](p *shiftPlan, ws *Workspace, x, dy, dw []T) {
 				if s == ch*g.n/chunks {
 					beta = 0
 				}
-				for t := range p.taps {
-					gemm(false, true, g.oc, p.rows, p.n, bf.yw, p.n, b[p.shift(t):], p.ld, beta, acc[t*nwt:][:nwt], p.rows)
+				for t := range p.taps { // into tap t's columns of acc, in tapOrder
+					gemm(false, true, g.oc, p.rows, p.n, bf.yw, p.n, b[p.offs[t]:], p.ld, beta, acc[t*p.rows:], p.taps*p.rows)
 				}
 			}
 		}
 	})
 	sumParts(ws, sum, parts, chunks)
-	gk := k / p.nj
-	for t := range p.taps {
-		gi, gj := t/gk, t%gk
-		for o := range g.oc {
-			row := sum[(t*g.oc+o)*p.rows:][:p.rows]
-			r := 0
-			for c := range g.c {
-				for zi := range p.ni {
-					for zj := range p.nj {
-						dw[((o*g.c+c)*k+gi+zi)*k+gj+zj] = row[r]
-						r++
-					}
-				}
-			}
-		}
-	}
+	tapOrder(p, func(i, o, c, a, b int) { dw[((o*g.c+c)*k+a)*k+b] = sum[i] })
 }

@@ -62,19 +62,23 @@ func (g *convGeom) setOut() {
 
 // runShifted computes y, dx and dw with the shifted GEMMs, every plan
 // unrolled as (ni, nj) (0: the plan's own choice).
-func runShifted[T elem](g convGeom, ws *Workspace, unroll int, x, w, dy []T) (y, dx, dw []T) {
-	plan := func(g *convGeom, kind int) shiftPlan {
-		p := newShiftPlan[T](g, kind)
-		switch unroll {
-		case 1:
-			p = p.with(1, 1)
-		case 2:
-			p = p.with(1, g.k)
-		case 3:
-			p = p.with(g.k, g.k)
-		}
-		return p
+// forcedPlan is newShiftPlan's plan for g with the unrolling forced: 0 the
+// plan's own choice, 1 none, 2 rows (c, kj), 3 full.
+func forcedPlan[T elem](g *convGeom, kind, unroll int) shiftPlan {
+	p := newShiftPlan[T](g, kind)
+	switch unroll {
+	case 1:
+		p = p.with(1, 1)
+	case 2:
+		p = p.with(1, g.k)
+	case 3:
+		p = p.with(g.k, g.k)
 	}
+	return p
+}
+
+func runShifted[T elem](g convGeom, ws *Workspace, unroll int, x, w, dy []T) (y, dx, dw []T) {
+	plan := func(g *convGeom, kind int) shiftPlan { return forcedPlan[T](g, kind, unroll) }
 	y, dx, dw = make([]T, len(dy)), make([]T, len(x)), make([]T, len(w))
 	p := plan(&g, shiftForward)
 	shiftedConv(&p, ws, x, w, false, y)
