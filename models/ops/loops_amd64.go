@@ -40,3 +40,9 @@ func reluAddAVX512(y, a, b *float32, n int)
 //
 //go:noescape
 func reluGradAVX512(d, dy, y *float32, n int)
+
+// copyRowsAVX512 copies rows rows of cols values from src (row stride lds)
+// to dst (row stride ldd).
+//
+//go:noescape
+func copyRowsAVX512(dst *float32, ldd int, src *float32, lds int, rows, cols int)

@@ -279,3 +279,53 @@ rgtail:
 rgdone:
 	VZEROUPPER
 	RET
+
+// func copyRowsAVX512(dst *float32, ldd int, src *float32, lds int, rows, cols int)
+// Copies rows rows of cols values from src (row stride lds) to dst (row
+// stride ldd), 16 values per move, the last partial move of a row under a
+// mask: short rows (a convolution's 8 to 34 values) without a call each.
+TEXT ·copyRowsAVX512(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ ldd+8(FP), R8
+	SHLQ $2, R8
+	MOVQ src+16(FP), SI
+	MOVQ lds+24(FP), R9
+	SHLQ $2, R9
+	MOVQ rows+32(FP), DX
+	MOVQ cols+40(FP), CX
+	MOVQ CX, R10
+	SHRQ $4, R10      // whole moves a row
+	ANDQ $15, CX      // values in the partial move
+	MOVQ CX, R12
+	TAILMASK
+	TESTQ DX, DX
+	JEQ   crdone
+
+crrow:
+	XORQ AX, AX
+	MOVQ R10, R11
+	TESTQ R11, R11
+	JEQ   crtail
+
+crmove:
+	VMOVUPS (SI)(AX*1), Z0
+	VMOVUPS Z0, (DI)(AX*1)
+	ADDQ    $64, AX
+	DECQ    R11
+	JNE     crmove
+
+crtail:
+	TESTQ     R12, R12
+	JEQ       crnext
+	VMOVUPS.Z (SI)(AX*1), K1, Z0
+	VMOVUPS   Z0, K1, (DI)(AX*1)
+
+crnext:
+	ADDQ R9, SI
+	ADDQ R8, DI
+	DECQ DX
+	JNE  crrow
+
+crdone:
+	VZEROUPPER
+	RET

@@ -21,3 +21,5 @@ func bnAffineAVX512(_, _ *float32, _ int, _, _ float32, _ bool) { panic("no AVX-
 func reluAddAVX512(_, _, _ *float32, _ int) { panic("no AVX-512 loops") }
 
 func reluGradAVX512(_, _, _ *float32, _ int) { panic("no AVX-512 loops") }
+
+func copyRowsAVX512(_ *float32, _ int, _ *float32, _ int, _, _ int) { panic("no AVX-512 loops") }

@@ -110,3 +110,33 @@ func TestLoopsFloat32(t *testing.T) {
 		}
 	}
 }
+
+// TestCopyRows checks copyRows (the assembly loop on float32 where the CPU
+// has AVX-512) against element-wise copying: every value of the rows lands,
+// nothing between or after them is written.
+func TestCopyRows(t *testing.T) {
+	for _, cols := range []int{1, 7, 15, 16, 17, 32, 34, 50} {
+		for _, rows := range []int{1, 2, 5} {
+			lds, ldd := cols+3, cols+5
+			src := make([]float32, (rows-1)*lds+cols)
+			for i := range src {
+				src[i] = float32(i + 1)
+			}
+			dst := make([]float32, (rows-1)*ldd+cols+16)
+			for i := range dst {
+				dst[i] = -1
+			}
+			copyRows(dst, ldd, src, lds, rows, cols)
+			for i, v := range dst {
+				r, c := i/ldd, i%ldd
+				want := float32(-1)
+				if r < rows && c < cols {
+					want = src[r*lds+c]
+				}
+				if v != want {
+					t.Fatalf("rows %d cols %d: dst[%d] (row %d, column %d) = %v, expected %v", rows, cols, i, r, c, v, want)
+				}
+			}
+		}
+	}
+}
