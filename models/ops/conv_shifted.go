@@ -32,14 +32,15 @@ import "slices"
 // shiftPlan lays out one stride-1 convolution as shifted GEMMs.
 type shiftPlan struct {
 	g      *convGeom
-	wp, hp int   // padded plane's width and height
-	plane  int   // stored padded plane: hp·wp plus k-1 zeros the last taps read
-	ni, nj int   // kernel rows and columns unrolled into the GEMM rows (1 or k)
-	rows   int   // GEMM depth: c·ni·nj
-	ld     int   // row stride of the GEMM's B
-	n      int   // output positions computed per channel: oh·wp
-	taps   int   // GEMMs per sample: (k/ni)·(k/nj)
-	offs   []int // each tap's shift
+	wp, hp int       // padded plane's width and height
+	plane  int       // stored padded plane: hp·wp plus k-1 zeros the last taps read
+	ni, nj int       // kernel rows and columns unrolled into the GEMM rows (1 or k)
+	rows   int       // GEMM depth: c·ni·nj
+	ld     int       // row stride of the GEMM's B
+	n      int       // output positions computed per channel: oh·wp
+	taps   int       // GEMMs per sample: (k/ni)·(k/nj)
+	offs   []int     // each tap's shift
+	segs   []tileSeg // the output rows' segments, for the taps kernel
 }
 
 // shiftable reports whether g runs as shifted GEMMs: stride 1 and a kernel
@@ -113,6 +114,7 @@ func (p shiftPlan) with(ni, nj int) shiftPlan {
 	for t := range p.offs {
 		p.offs[t] = p.shift(t)
 	}
+	p.segs = tileSegs(p.g, p.wp)
 	return p
 }
 
@@ -260,28 +262,37 @@ func shiftedConv[T elem](p *shiftPlan, ws *Workspace, x, w []T, flip bool, y []T
 		for s := lo; s < hi; s++ {
 			padInto(p, x[s*in:][:in], bf.xp)
 			b := gemmRows(p, bf)
-			shiftGEMM(p, wre, b, bf.yw)
-			copyRows(y[s*out:][:out], g.ow, bf.yw, p.wp, g.oc*g.oh, g.ow)
+			shiftGEMM(p, wre, b, bf.yw, y[s*out:][:out])
 		}
 	})
 }
 
-// shiftGEMM computes yw (K, n) = Σ_t wre_t · b[shift_t:] (rows×n, row
-// stride ld). On AVX-512 one kernel call sums every tap of a tile in
-// registers; elsewhere one GEMM per tap adds into yw. A tap's GEMM is as deep
-// as the input has channels (16 in ResNet's first stage): per call, C's
+// shiftGEMM computes y (K, oh, ow) = Σ_t wre_t · b[shift_t:] (rows×n, row
+// stride ld) without the wp layout's last k-1 columns of each row. On
+// AVX-512 one kernel call sums every tap of a tile in registers and stores
+// the tile's image rows in place (tileSegs). Elsewhere one GEMM per tap adds
+// into yw (K, n) in the wp layout, copied out after: a tap's GEMM is as deep
+// as the input has channels (16 in ResNet's first stage), and per call C's
 // loads and stores would cost about a quarter of the multiply-adds.
-func shiftGEMM[T elem](p *shiftPlan, wre, b, yw []T) {
-	m, ldw := p.g.oc, p.taps*p.rows
+func shiftGEMM[T elem](p *shiftPlan, wre, b, yw, y []T) {
+	g := p.g
+	m, ldw, ohw := g.oc, p.taps*p.rows, g.oh*g.ow
 	if kern := tapsKernel[T](); kern != nil {
-		w32, b32, y32 := any(wre).([]float32), any(b).([]float32), any(yw).([]float32)
-		// Bounds the kernel does not check: the last tap's rows, and c.
-		_ = b32[slices.Max(p.offs)+(p.rows-1)*p.ld+p.n-1]
+		w32, b32, y32 := any(wre).([]float32), any(b).([]float32), any(y).([]float32)
+		// Bounds the kernel does not check: the last tap's rows under the
+		// last image row, and y.
+		_ = b32[slices.Max(p.offs)+(p.rows-1)*p.ld+(g.oh-1)*p.wp+g.ow-1]
 		_ = w32[m*ldw-1]
-		_ = y32[m*p.n-1]
-		for j0 := 0; j0 < p.n; j0 += kern.nr {
+		_ = y32[m*ohw-1]
+		segs := p.segs
+		for s := 0; s < len(segs); s += 2 {
+			s1, s2 := segs[s], tileSeg{boff: segs[s].boff, coff: segs[s].coff}
+			if s+1 < len(segs) {
+				s2 = segs[s+1]
+			}
 			for i0 := 0; i0 < m; i0 += kern.mr {
-				kern.taps(p.rows, p.taps, &w32[i0*ldw], ldw, &b32[j0], &p.offs[0], p.ld, &y32[i0*p.n+j0], p.n, min(kern.mr, m-i0), min(kern.nr, p.n-j0), 0)
+				kern.taps(p.rows, p.taps, &w32[i0*ldw], ldw, &b32[s1.boff], &p.offs[0], p.ld, s2.boff-s1.boff,
+					&y32[i0*ohw+s1.coff], ohw, s2.coff-s1.coff, min(kern.mr, m-i0), s1.n, s2.n)
 			}
 		}
 		return
@@ -293,6 +304,25 @@ func shiftGEMM[T elem](p *shiftPlan, wre, b, yw []T) {
 		}
 		gemm(false, false, m, p.n, p.rows, wre[t*p.rows:], ldw, b[p.offs[t]:], p.ld, beta, yw, p.n)
 	}
+	copyRows(y, g.ow, yw, p.wp, g.oc*g.oh, g.ow)
+}
+
+// tileSeg is up to 16 output columns of one image row: n values from
+// position coff of a channel's output plane, read from position boff of the
+// wp layout.
+type tileSeg struct{ boff, coff, n int }
+
+// tileSegs cuts the output rows into segments of 16 columns, the taps
+// kernel's vectors; the kernel takes them two at a time: one row of 17 to 32
+// values (ResNet's 32×32 stage), or two rows of up to 16 (its 16×16 stage).
+func tileSegs(g *convGeom, wp int) []tileSeg {
+	var segs []tileSeg
+	for oy := range g.oh {
+		for j := 0; j < g.ow; j += 16 {
+			segs = append(segs, tileSeg{boff: oy*wp + j, coff: oy*g.ow + j, n: min(16, g.ow-j)})
+		}
+	}
+	return segs
 }
 
 // dataGradGeom is the stride-1 convolution that computes g's data gradient:

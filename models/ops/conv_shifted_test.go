@@ -44,7 +44,9 @@ func naiveConv(g *convGeom, x, w, dy []float64) (y, dx, dw []float64) {
 
 // shiftCases are stride-1 geometries: ResNet's 3×3 padding 1, LeNet's 5×5
 // with padding 2 and 0, padding k-1 (the data gradient then needs no
-// padding), non-square images, and channel counts that select each unrolling.
+// padding), non-square images, channel counts that select each unrolling,
+// and row lengths that the taps kernel's tiles cover two rows at a time, one
+// or across rows.
 var shiftCases = []convGeom{
 	{n: 3, c: 3, h: 6, w: 5, k: 3, pad: 1, oc: 4},
 	{n: 2, c: 16, h: 5, w: 7, k: 3, pad: 1, oc: 9},
@@ -52,6 +54,10 @@ var shiftCases = []convGeom{
 	{n: 2, c: 13, h: 6, w: 6, k: 5, pad: 0, oc: 5},
 	{n: 1, c: 2, h: 4, w: 5, k: 3, pad: 2, oc: 3},
 	{n: 5, c: 1, h: 8, w: 8, k: 5, pad: 2, oc: 6},
+	// Rows of 17 to 32 values (one row a tile of the taps kernel) and past
+	// 32 (tiles across rows).
+	{n: 2, c: 4, h: 3, w: 20, k: 3, pad: 1, oc: 9},
+	{n: 1, c: 2, h: 3, w: 37, k: 3, pad: 1, oc: 3},
 }
 
 func (g *convGeom) setOut() {
@@ -127,8 +133,8 @@ func TestShiftedConvMatchesNaive(t *testing.T) {
 // TestShiftedConvFloat32 checks the float32 results, on the assembly GEMM
 // (and its taps kernel) where the CPU has one, against naiveConv in float64
 // within float32 rounding (sums of at most 19·36 products of unit normals:
-// 1e-4 relative to the largest value), and that they are the same to the bit
-// on 1, 2 and 5 workers.
+// 1e-4 relative to the largest value) with every unrolling, and that they
+// are the same to the bit on 1, 2 and 5 workers.
 func TestShiftedConvFloat32(t *testing.T) {
 	for _, g := range shiftCases {
 		g.n = 19 // more samples than reduceChunks, not a multiple of it
@@ -138,22 +144,25 @@ func TestShiftedConvFloat32(t *testing.T) {
 		x, w, dy := f32s(x64), f32s(w64), f32s(dy64)
 		// The reference takes the float32-rounded inputs.
 		wy, wdx, wdw := naiveConv(&g, f64s(x), f64s(w), f64s(dy))
-		y1, dx1, dw1 := runShifted(g, NewWorkspace(1), 0, x, w, dy)
-		for _, c := range []struct {
-			name string
-			got  []float32
-			want []float64
-		}{{"y", y1, wy}, {"dx", dx1, wdx}, {"dw", dw1, wdw}} {
-			scale := 0.0
-			for _, v := range c.want {
-				scale = max(scale, math.Abs(v))
-			}
-			for i, v := range c.want {
-				if d := math.Abs(float64(c.got[i]) - v); !(d <= 1e-4*scale) {
-					t.Fatalf("%+v: %s[%d] = %v, expected %v", g, c.name, i, c.got[i], v)
+		for unroll := range 4 {
+			y, dx, dw := runShifted(g, NewWorkspace(1), unroll, x, w, dy)
+			for _, c := range []struct {
+				name string
+				got  []float32
+				want []float64
+			}{{"y", y, wy}, {"dx", dx, wdx}, {"dw", dw, wdw}} {
+				scale := 0.0
+				for _, v := range c.want {
+					scale = max(scale, math.Abs(v))
+				}
+				for i, v := range c.want {
+					if d := math.Abs(float64(c.got[i]) - v); !(d <= 1e-4*scale) {
+						t.Fatalf("%+v unroll %d: %s[%d] = %v, expected %v", g, unroll, c.name, i, c.got[i], v)
+					}
 				}
 			}
 		}
+		y1, dx1, dw1 := runShifted(g, NewWorkspace(1), 0, x, w, dy)
 		for _, workers := range []int{2, 5} {
 			y, dx, dw := runShifted(g, NewWorkspace(workers), 0, x, w, dy)
 			if !slices.Equal(y, y1) || !slices.Equal(dx, dx1) || !slices.Equal(dw, dw1) {

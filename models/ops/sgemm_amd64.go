@@ -34,12 +34,14 @@ func archSgemmKernels() []*sgemmKernel {
 	return ks
 }
 
-// sgemmTapsAVX512 computes an 8×32 tile of the sum over taps t of
-// A_t·B_t + beta·c: A_t's k columns follow A_{t-1}'s in each row of a (row
-// stride ars), B_t is k rows (stride bks) at b + offs[t]. See shiftGEMM.
+// sgemmTapsAVX512 computes 8 rows of C by two segments of up to 16 columns
+// (n1 at c, n2 at c + c2) of the sum over taps t of A_t·B_t: A_t's k columns
+// follow A_{t-1}'s in each row of a (row stride ars), B_t is k rows (stride
+// bks) at b + offs[t], its columns for the second segment b2 further. See
+// shiftGEMM.
 //
 //go:noescape
-func sgemmTapsAVX512(k, taps int, a *float32, ars int, b *float32, offs *int, bks int, c *float32, ldc, mr, nr int, beta float32)
+func sgemmTapsAVX512(k, taps int, a *float32, ars int, b *float32, offs *int, bks, b2 int, c *float32, ldc, c2, mr, n1, n2 int)
 
 // sgemmPackT writes the transpose of the rows×cols block of src (row stride
 // lds) to dst (row stride ldd): dst[c·ldd + r] = src[r·lds + c]. rows and
