@@ -291,10 +291,17 @@ func convFilterGrad[T elem](g *convGeom, ws *Workspace, x, dy, dw []T) {
 	if !g.pointwise() {
 		colSize = ckk * ohw
 	}
-	buf := scratch[T](ws, chunks*nwt+nw*colSize)
-	parts, cols := buf[:chunks*nwt], buf[chunks*nwt:]
+	// Transposed (filterGradTransposed): dWᵀ = col·dyᵀ, dyᵀ per sample.
+	trans := filterGradTransposed(g.oc)
+	dyTSize := 0
+	if trans {
+		dyTSize = ohw * g.oc
+	}
+	per := colSize + dyTSize
+	buf := scratch[T](ws, (chunks+1)*nwt+nw*per)
+	parts, sum, bufs := buf[:chunks*nwt], buf[chunks*nwt:][:nwt], buf[(chunks+1)*nwt:]
 	parallel(chunks, nw, func(wk, lo, hi int) {
-		col := cols[wk*colSize:][:colSize]
+		col, dyT := bufs[wk*per:][:colSize], bufs[wk*per+colSize:][:dyTSize]
 		for ch := lo; ch < hi; ch++ {
 			acc := parts[ch*nwt:][:nwt]
 			for s := ch * g.n / chunks; s < (ch+1)*g.n/chunks; s++ {
@@ -307,11 +314,21 @@ func convFilterGrad[T elem](g *convGeom, ws *Workspace, x, dy, dw []T) {
 				if s == ch*g.n/chunks {
 					beta = 0
 				}
+				if trans {
+					transposeInto(dyT, g.oc, dy[s*out:][:out], ohw, g.oc, ohw)
+					gemm(false, false, ckk, g.oc, ohw, xs, ohw, dyT, g.oc, beta, acc, g.oc)
+					continue
+				}
 				gemm(false, true, g.oc, ckk, ohw, dy[s*out:][:out], ohw, xs, ohw, beta, acc, ckk)
 			}
 		}
 	})
-	sumParts(ws, dw, parts, chunks)
+	if !trans {
+		sumParts(ws, dw, parts, chunks)
+		return
+	}
+	sumParts(ws, sum, parts, chunks)
+	transposeInto(dw, ckk, sum, g.oc, ckk, g.oc)
 }
 
 // sumParts writes dst = the sum of the chunks consecutive len(dst)-long parts,

@@ -350,6 +350,7 @@ func shiftedFilterGrad[T elem](p *shiftPlan, ws *Workspace, x, dy, dw []T) {
 	nw := ws.split(chunks)
 	head, bufs := shiftScratch[T](ws, p, (chunks+1)*size, nw)
 	parts, sum := head[:chunks*size], head[chunks*size:]
+	trans := filterGradTransposed(g.oc)
 	parallel(chunks, nw, func(wk, lo, hi int) {
 		bf := &bufs[wk]
 		for ch := lo; ch < hi; ch++ {
@@ -357,11 +358,22 @@ func shiftedFilterGrad[T elem](p *shiftPlan, ws *Workspace, x, dy, dw []T) {
 			for s := ch * g.n / chunks; s < (ch+1)*g.n/chunks; s++ {
 				padInto(p, x[s*in:][:in], bf.xp)
 				b := gemmRows(p, bf)
-				copyRows(bf.yw, p.wp, dy[s*out:][:out], g.ow, g.oc*g.oh, g.ow)
 				beta := T(1)
 				if s == ch*g.n/chunks {
 					beta = 0
 				}
+				if trans {
+					// dy_sᵀ in the wp layout's positions (p.n, K), zero rows
+					// at the padding's columns.
+					for oy := range g.oh {
+						transposeInto(bf.yw[oy*p.wp*g.oc:], g.oc, dy[s*out+oy*g.ow:], g.oh*g.ow, g.oc, g.ow)
+					}
+					for t := range p.taps { // tap t's (rows, K) block of acc
+						gemm(false, false, p.rows, g.oc, p.n, b[p.offs[t]:], p.ld, bf.yw, g.oc, beta, acc[t*nwt:], g.oc)
+					}
+					continue
+				}
+				copyRows(bf.yw, p.wp, dy[s*out:][:out], g.ow, g.oc*g.oh, g.ow)
 				for t := range p.taps { // into tap t's columns of acc, in tapOrder
 					gemm(false, true, g.oc, p.rows, p.n, bf.yw, p.n, b[p.offs[t]:], p.ld, beta, acc[t*p.rows:], p.taps*p.rows)
 				}
@@ -369,5 +381,31 @@ func shiftedFilterGrad[T elem](p *shiftPlan, ws *Workspace, x, dy, dw []T) {
 		}
 	})
 	sumParts(ws, sum, parts, chunks)
+	if trans { // sum holds (tap, rows, K) blocks
+		tapOrder(p, func(i, o, c, a, b int) { dw[((o*g.c+c)*k+a)*k+b] = sum[(i-o*p.taps*p.rows)*g.oc+o] })
+		return
+	}
 	tapOrder(p, func(i, o, c, a, b int) { dw[((o*g.c+c)*k+a)*k+b] = sum[i] })
+}
+
+// filterGradTransposed reports whether a filter gradient with k output
+// channels is taken transposed, dWᵀ = rows·dyᵀ: dyᵀ is (positions, k), a B
+// the outer-product kernel reads in place in whole 32-column panels from 32
+// channels on, where dW = dy·rowsᵀ would pack the rows transposed once per
+// tap (ResNet's 16×16 stage: 30% faster). Below 32 channels the panel would
+// be half empty; the openblas build keeps its one form.
+func filterGradTransposed(k int) bool { return k >= 32 && pureGoBLAS() }
+
+// transposeInto writes the transpose of the rows×cols block of src (row
+// stride lds) to dst (row stride ldd).
+func transposeInto[T elem](dst []T, ldd int, src []T, lds, rows, cols int) {
+	if d32, ok := any(dst).([]float32); ok {
+		packTranspose(d32, ldd, any(src).([]float32), lds, rows, cols)
+		return
+	}
+	for r := range rows {
+		for c, v := range src[r*lds:][:cols] {
+			dst[c*ldd+r] = v
+		}
+	}
 }

@@ -45,8 +45,8 @@ func naiveConv(g *convGeom, x, w, dy []float64) (y, dx, dw []float64) {
 // shiftCases are stride-1 geometries: ResNet's 3×3 padding 1, LeNet's 5×5
 // with padding 2 and 0, padding k-1 (the data gradient then needs no
 // padding), non-square images, channel counts that select each unrolling,
-// and row lengths that the taps kernel's tiles cover two rows at a time, one
-// or across rows.
+// row lengths that the taps kernel's tiles cover two rows at a time, one or
+// across rows, and output channels enough for filterGradTransposed.
 var shiftCases = []convGeom{
 	{n: 3, c: 3, h: 6, w: 5, k: 3, pad: 1, oc: 4},
 	{n: 2, c: 16, h: 5, w: 7, k: 3, pad: 1, oc: 9},
@@ -58,6 +58,8 @@ var shiftCases = []convGeom{
 	// 32 (tiles across rows).
 	{n: 2, c: 4, h: 3, w: 20, k: 3, pad: 1, oc: 9},
 	{n: 1, c: 2, h: 3, w: 37, k: 3, pad: 1, oc: 3},
+	// 32 output channels and more: the filter gradient taken transposed.
+	{n: 2, c: 5, h: 4, w: 6, k: 3, pad: 1, oc: 33},
 }
 
 func (g *convGeom) setOut() {
