@@ -71,6 +71,11 @@ func im2col[T elem](g *convGeom, x, col []T) {
 				xlo, xhi := g.span(kj, g.w, g.ow)
 				d := kj - g.pad
 				dst := col[((c*g.k+ki)*g.k+kj)*ohw:][:ohw]
+				if g.stride == 2 && yhi > ylo && xhi > xlo {
+					clear(dst)
+					gatherStride2(dst[ylo*g.ow+xlo:], g.ow, plane[(ylo*2+ki-g.pad)*g.w+xlo*2+d:], 2*g.w, yhi-ylo, xhi-xlo)
+					continue
+				}
 				clear(dst[:ylo*g.ow])
 				clear(dst[yhi*g.ow:])
 				for oy := ylo; oy < yhi; oy++ {
@@ -95,6 +100,47 @@ func im2col[T elem](g *convGeom, x, col []T) {
 	}
 }
 
+// gatherStride2 writes dst[r·ldd + i] = src[r·lds + 2i] for r < rows,
+// i < cols: a stride-2 im2col's rows, one call a block rather than a Go
+// loop a row (the Go compiler does not vectorise strided loads).
+func gatherStride2[T elem](dst []T, ldd int, src []T, lds, rows, cols int) {
+	if rows == 0 || cols == 0 {
+		return
+	}
+	_ = dst[(rows-1)*ldd+cols-1]
+	_ = src[(rows-1)*lds+2*(cols-1)]
+	if d32, ok := any(dst).([]float32); ok && loopsAVX512 {
+		gatherStride2AVX512(&d32[0], ldd, &any(src).([]float32)[0], lds, rows, cols)
+		return
+	}
+	for r := range rows {
+		d, s := dst[r*ldd:][:cols], src[r*lds:]
+		for i := range d {
+			d[i] = s[2*i]
+		}
+	}
+}
+
+// scatterAddStride2 adds src[r·lds + i] to dst[r·ldd + 2i] for r < rows,
+// i < cols: gatherStride2's adjoint, for col2im.
+func scatterAddStride2[T elem](dst []T, ldd int, src []T, lds, rows, cols int) {
+	if rows == 0 || cols == 0 {
+		return
+	}
+	_ = dst[(rows-1)*ldd+2*(cols-1)]
+	_ = src[(rows-1)*lds+cols-1]
+	if d32, ok := any(dst).([]float32); ok && loopsAVX512 {
+		scatterAddStride2AVX512(&d32[0], ldd, &any(src).([]float32)[0], lds, rows, cols)
+		return
+	}
+	for r := range rows {
+		d, s := dst[r*ldd:], src[r*lds:][:cols]
+		for i, v := range s {
+			d[2*i] += v
+		}
+	}
+}
+
 // col2im is the adjoint of im2col: dx (C, H, W) = the sum of each column entry
 // into the input position it was read from.
 func col2im[T elem](g *convGeom, col, dx []T) {
@@ -112,6 +158,10 @@ func col2im[T elem](g *convGeom, col, dx []T) {
 				xlo, xhi := g.span(kj, g.w, g.ow)
 				d := kj - g.pad
 				src := col[((c*g.k+ki)*g.k+kj)*ohw:][:ohw]
+				if g.stride == 2 && yhi > ylo && xhi > xlo {
+					scatterAddStride2(plane[(ylo*2+ki-g.pad)*g.w+xlo*2+d:], 2*g.w, src[ylo*g.ow+xlo:], g.ow, yhi-ylo, xhi-xlo)
+					continue
+				}
 				for oy := ylo; oy < yhi; oy++ {
 					dst := plane[(oy*g.stride+ki-g.pad)*g.w:][:g.w]
 					row := src[oy*g.ow:][:g.ow]

@@ -46,3 +46,15 @@ func reluGradAVX512(d, dy, y *float32, n int)
 //
 //go:noescape
 func copyRowsAVX512(dst *float32, ldd int, src *float32, lds int, rows, cols int)
+
+// gatherStride2AVX512 writes dst[r·ldd + i] = src[r·lds + 2i] for r < rows,
+// i < cols.
+//
+//go:noescape
+func gatherStride2AVX512(dst *float32, ldd int, src *float32, lds int, rows, cols int)
+
+// scatterAddStride2AVX512 adds src[r·lds + i] to dst[r·ldd + 2i] for
+// r < rows, i < cols.
+//
+//go:noescape
+func scatterAddStride2AVX512(dst *float32, ldd int, src *float32, lds int, rows, cols int)

@@ -329,3 +329,199 @@ crnext:
 crdone:
 	VZEROUPPER
 	RET
+
+// Lane indices for stride-2 rows: the even lanes of two vectors (evenidx),
+// and each of 16 values spread to every other lane (spreadlo: values 0..7,
+// spreadhi: 8..15; the odd lanes are zeroed by a mask).
+DATA evenidx<>+0(SB)/4, $0
+DATA evenidx<>+4(SB)/4, $2
+DATA evenidx<>+8(SB)/4, $4
+DATA evenidx<>+12(SB)/4, $6
+DATA evenidx<>+16(SB)/4, $8
+DATA evenidx<>+20(SB)/4, $10
+DATA evenidx<>+24(SB)/4, $12
+DATA evenidx<>+28(SB)/4, $14
+DATA evenidx<>+32(SB)/4, $16
+DATA evenidx<>+36(SB)/4, $18
+DATA evenidx<>+40(SB)/4, $20
+DATA evenidx<>+44(SB)/4, $22
+DATA evenidx<>+48(SB)/4, $24
+DATA evenidx<>+52(SB)/4, $26
+DATA evenidx<>+56(SB)/4, $28
+DATA evenidx<>+60(SB)/4, $30
+GLOBL evenidx<>(SB), RODATA|NOPTR, $64
+
+DATA spreadlo<>+0(SB)/4, $0
+DATA spreadlo<>+4(SB)/4, $0
+DATA spreadlo<>+8(SB)/4, $1
+DATA spreadlo<>+12(SB)/4, $1
+DATA spreadlo<>+16(SB)/4, $2
+DATA spreadlo<>+20(SB)/4, $2
+DATA spreadlo<>+24(SB)/4, $3
+DATA spreadlo<>+28(SB)/4, $3
+DATA spreadlo<>+32(SB)/4, $4
+DATA spreadlo<>+36(SB)/4, $4
+DATA spreadlo<>+40(SB)/4, $5
+DATA spreadlo<>+44(SB)/4, $5
+DATA spreadlo<>+48(SB)/4, $6
+DATA spreadlo<>+52(SB)/4, $6
+DATA spreadlo<>+56(SB)/4, $7
+DATA spreadlo<>+60(SB)/4, $7
+GLOBL spreadlo<>(SB), RODATA|NOPTR, $64
+
+DATA spreadhi<>+0(SB)/4, $8
+DATA spreadhi<>+4(SB)/4, $8
+DATA spreadhi<>+8(SB)/4, $9
+DATA spreadhi<>+12(SB)/4, $9
+DATA spreadhi<>+16(SB)/4, $10
+DATA spreadhi<>+20(SB)/4, $10
+DATA spreadhi<>+24(SB)/4, $11
+DATA spreadhi<>+28(SB)/4, $11
+DATA spreadhi<>+32(SB)/4, $12
+DATA spreadhi<>+36(SB)/4, $12
+DATA spreadhi<>+40(SB)/4, $13
+DATA spreadhi<>+44(SB)/4, $13
+DATA spreadhi<>+48(SB)/4, $14
+DATA spreadhi<>+52(SB)/4, $14
+DATA spreadhi<>+56(SB)/4, $15
+DATA spreadhi<>+60(SB)/4, $15
+GLOBL spreadhi<>(SB), RODATA|NOPTR, $64
+
+// PAIRMASKS sets K1 and K2 to the lanes of two vectors that hold the 2·CX-1
+// values of CX outputs of a stride-2 row (CX <= 16), K3 to the CX lowest
+// lanes. Uses AX and BX.
+#define PAIRMASKS \
+	MOVL  $1, AX;           \
+	SHLL  CX, AX;           \
+	DECL  AX;               \
+	KMOVW AX, K3;           \
+	MOVQ  CX, BX;           \
+	LEAQ  -1(CX)(CX*1), CX; \
+	MOVQ  $1, AX;           \
+	SHLQ  CX, AX;           \
+	DECQ  AX;               \
+	KMOVW AX, K1;           \
+	SHRQ  $16, AX;          \
+	KMOVW AX, K2;           \
+	MOVQ  BX, CX
+
+// func gatherStride2AVX512(dst *float32, ldd int, src *float32, lds int, rows, cols int)
+// dst[r·ldd + i] = src[r·lds + 2i] for r < rows, i < cols: the rows of a
+// stride-2 im2col, 16 values a step, reading no value past 2·(cols-1).
+TEXT ·gatherStride2AVX512(SB), NOSPLIT, $0-48
+	MOVQ    dst+0(FP), DI
+	MOVQ    ldd+8(FP), R8
+	SHLQ    $2, R8
+	MOVQ    src+16(FP), SI
+	MOVQ    lds+24(FP), R9
+	SHLQ    $2, R9
+	MOVQ    rows+32(FP), DX
+	VMOVUPS evenidx<>(SB), Z9
+	KXNORW  K4, K4, K4
+	TESTQ   DX, DX
+	JEQ     g2done
+
+g2row:
+	MOVQ cols+40(FP), R10
+	MOVQ SI, R11
+	MOVQ DI, R12
+
+g2step:
+	CMPQ R10, $16
+	JLT  g2tail
+	// 16 outputs from 32 values; the 32nd is past the row's last even
+	// value when cols is 16: load it only while more follow.
+	MOVQ    $16, CX
+	CMPQ    R10, $16
+	JEQ     g2last
+	VMOVUPS (R11), Z2
+	VMOVUPS 64(R11), Z3
+	JMP     g2perm
+
+g2last:
+	PAIRMASKS
+	VMOVUPS.Z (R11), K1, Z2
+	VMOVUPS.Z 64(R11), K2, Z3
+
+g2perm:
+	VMOVUPS   Z9, Z1
+	VPERMI2PS Z3, Z2, Z1
+	VMOVUPS   Z1, (R12)
+	ADDQ      $128, R11
+	ADDQ      $64, R12
+	SUBQ      $16, R10
+	JNE       g2step
+	JMP       g2next
+
+g2tail:
+	TESTQ R10, R10
+	JEQ   g2next
+	MOVQ  R10, CX
+	PAIRMASKS
+	VMOVUPS.Z (R11), K1, Z2
+	VMOVUPS.Z 64(R11), K2, Z3
+	VMOVUPS   Z9, Z1
+	VPERMI2PS Z3, Z2, Z1
+	VMOVUPS   Z1, K3, (R12)
+
+g2next:
+	ADDQ R9, SI
+	ADDQ R8, DI
+	DECQ DX
+	JNE  g2row
+
+g2done:
+	VZEROUPPER
+	RET
+
+// func scatterAddStride2AVX512(dst *float32, ldd int, src *float32, lds int, rows, cols int)
+// dst[r·ldd + 2i] += src[r·lds + i] for r < rows, i < cols: the rows of a
+// stride-2 col2im, 16 values a step, touching no value past 2·(cols-1).
+TEXT ·scatterAddStride2AVX512(SB), NOSPLIT, $0-48
+	MOVQ    dst+0(FP), DI
+	MOVQ    ldd+8(FP), R8
+	SHLQ    $2, R8
+	MOVQ    src+16(FP), SI
+	MOVQ    lds+24(FP), R9
+	SHLQ    $2, R9
+	MOVQ    rows+32(FP), DX
+	VMOVUPS spreadlo<>(SB), Z7
+	VMOVUPS spreadhi<>(SB), Z8
+	MOVL    $0x5555, AX
+	KMOVW   AX, K5
+	TESTQ   DX, DX
+	JEQ     s2done
+
+s2row:
+	MOVQ cols+40(FP), R10
+	MOVQ SI, R11
+	MOVQ DI, R12
+
+s2step:
+	MOVQ R10, CX
+	CMPQ CX, $16
+	JLE  2(PC)
+	MOVQ $16, CX
+	PAIRMASKS
+	VMOVUPS.Z (R11), K3, Z0
+	VPERMPS.Z Z0, Z7, K5, Z1
+	VPERMPS.Z Z0, Z8, K5, Z2
+	VMOVUPS.Z (R12), K1, Z3
+	VMOVUPS.Z 64(R12), K2, Z4
+	VADDPS    Z1, Z3, Z3
+	VADDPS    Z2, Z4, Z4
+	VMOVUPS   Z3, K1, (R12)
+	VMOVUPS   Z4, K2, 64(R12)
+	ADDQ      $64, R11
+	ADDQ      $128, R12
+	SUBQ      CX, R10
+	JNE       s2step
+
+	ADDQ R9, SI
+	ADDQ R8, DI
+	DECQ DX
+	JNE  s2row
+
+s2done:
+	VZEROUPPER
+	RET

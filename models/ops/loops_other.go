@@ -23,3 +23,9 @@ func reluAddAVX512(_, _, _ *float32, _ int) { panic("no AVX-512 loops") }
 func reluGradAVX512(_, _, _ *float32, _ int) { panic("no AVX-512 loops") }
 
 func copyRowsAVX512(_ *float32, _ int, _ *float32, _ int, _, _ int) { panic("no AVX-512 loops") }
+
+func gatherStride2AVX512(_ *float32, _ int, _ *float32, _ int, _, _ int) { panic("no AVX-512 loops") }
+
+func scatterAddStride2AVX512(_ *float32, _ int, _ *float32, _ int, _, _ int) {
+	panic("no AVX-512 loops")
+}

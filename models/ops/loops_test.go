@@ -140,3 +140,55 @@ func TestCopyRows(t *testing.T) {
 		}
 	}
 }
+
+// TestStride2Rows checks gatherStride2 and scatterAddStride2 (assembly on
+// float32 where the CPU has AVX-512) against their definitions, for row
+// lengths around the 16-value steps: every value lands, nothing else is
+// written, and the source's last read value is its 2·(cols-1)th (the slices
+// end there).
+func TestStride2Rows(t *testing.T) {
+	for _, cols := range []int{1, 2, 7, 8, 15, 16, 17, 31, 32, 33} {
+		for _, rows := range []int{1, 3} {
+			lds, ldd := 2*cols+3, cols+2
+			src := make([]float32, (rows-1)*lds+2*(cols-1)+1)
+			for i := range src {
+				src[i] = float32(i + 1)
+			}
+			dst := make([]float32, (rows-1)*ldd+cols+16)
+			for i := range dst {
+				dst[i] = -1
+			}
+			gatherStride2(dst[:(rows-1)*ldd+cols], ldd, src, lds, rows, cols)
+			for i, v := range dst {
+				r, c := i/ldd, i%ldd
+				want := float32(-1)
+				if r < rows && c < cols {
+					want = src[r*lds+2*c]
+				}
+				if v != want {
+					t.Fatalf("gather rows %d cols %d: dst[%d] = %v, expected %v", rows, cols, i, v, want)
+				}
+			}
+			// The adjoint: back into a copy of src, which gains dst's values
+			// at the even positions of its rows.
+			acc := make([]float32, len(src)+16)
+			copy(acc, src)
+			for i := len(src); i < len(acc); i++ {
+				acc[i] = -1
+			}
+			scatterAddStride2(acc[:len(src)], lds, dst, ldd, rows, cols)
+			for i, v := range acc {
+				want := float32(-1)
+				if i < len(src) {
+					want = src[i]
+					if r, c := i/lds, i%lds; r < rows && c%2 == 0 && c/2 < cols {
+						want += dst[r*ldd+c/2]
+					}
+				}
+				if v != want {
+					t.Fatalf("scatter-add rows %d cols %d: [%d] = %v, expected %v", rows, cols, i, v, want)
+				}
+			}
+		}
+	}
+}
