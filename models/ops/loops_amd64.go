@@ -58,3 +58,8 @@ func gatherStride2AVX512(dst *float32, ldd int, src *float32, lds int, rows, col
 //
 //go:noescape
 func scatterAddStride2AVX512(dst *float32, ldd int, src *float32, lds int, rows, cols int)
+
+// addAVX512 adds src to dst over n values.
+//
+//go:noescape
+func addAVX512(dst, src *float32, n int)

@@ -29,3 +29,5 @@ func gatherStride2AVX512(_ *float32, _ int, _ *float32, _ int, _, _ int) { panic
 func scatterAddStride2AVX512(_ *float32, _ int, _ *float32, _ int, _, _ int) {
 	panic("no AVX-512 loops")
 }
+
+func addAVX512(_, _ *float32, _ int) { panic("no AVX-512 loops") }

@@ -107,6 +107,17 @@ func TestLoopsFloat32(t *testing.T) {
 			if out[n] != 42 {
 				t.Errorf("%s: the ReLU ops wrote past their %d values", name, n)
 			}
+			// addTo: exact, one rounding a sum.
+			copy(out, x)
+			addTo(out[:n], dy)
+			for i := range n {
+				if want := x[i] + dy[i]; out[i] != want {
+					t.Errorf("addTo[%d] = %v, expected %v", i, out[i], want)
+				}
+			}
+			if out[n] != 42 {
+				t.Errorf("%s: addTo wrote past its %d values", name, n)
+			}
 		}
 	}
 }
