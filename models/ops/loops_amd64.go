@@ -63,3 +63,11 @@ func scatterAddStride2AVX512(dst *float32, ldd int, src *float32, lds int, rows,
 //
 //go:noescape
 func addAVX512(dst, src *float32, n int)
+
+// maxPool2RowAVX512 computes one output row of a 2×2 stride-2 max-pool
+// (n outputs from input rows x0 and x1) with the argmax offsets base + 2j +
+// (0, 1, w or w+1) of the first of each window's values, in row-major
+// order, equal to its maximum.
+//
+//go:noescape
+func maxPool2RowAVX512(x0, x1, y *float32, arg *int32, n int, base, w int32)

@@ -556,3 +556,104 @@ adtail:
 addone:
 	VZEROUPPER
 	RET
+
+DATA oddidx<>+0(SB)/4, $1
+DATA oddidx<>+4(SB)/4, $3
+DATA oddidx<>+8(SB)/4, $5
+DATA oddidx<>+12(SB)/4, $7
+DATA oddidx<>+16(SB)/4, $9
+DATA oddidx<>+20(SB)/4, $11
+DATA oddidx<>+24(SB)/4, $13
+DATA oddidx<>+28(SB)/4, $15
+DATA oddidx<>+32(SB)/4, $17
+DATA oddidx<>+36(SB)/4, $19
+DATA oddidx<>+40(SB)/4, $21
+DATA oddidx<>+44(SB)/4, $23
+DATA oddidx<>+48(SB)/4, $25
+DATA oddidx<>+52(SB)/4, $27
+DATA oddidx<>+56(SB)/4, $29
+DATA oddidx<>+60(SB)/4, $31
+GLOBL oddidx<>(SB), RODATA|NOPTR, $64
+
+// EVENODD splits the 2·16 values at addr (under K1, K2) into their even
+// (ze) and odd (zo) lanes.
+#define EVENODD(addr, ze, zo) \
+	VMOVUPS.Z (addr), K1, Z2;   \
+	VMOVUPS.Z 64(addr), K2, Z3; \
+	VMOVUPS   Z9, ze;           \
+	VPERMI2PS Z3, Z2, ze;       \
+	VMOVUPS   Z10, zo;          \
+	VPERMI2PS Z3, Z2, zo
+
+// func maxPool2RowAVX512(x0, x1, y *float32, arg *int32, n int, base, w int32)
+// One output row of a 2×2 stride-2 max-pool: y[j] = the maximum of
+// x0[2j], x0[2j+1], x1[2j], x1[2j+1] and arg[j] = base + 2j plus the offset
+// (0, 1, w or w+1) of the first of the four, in that order, equal to it.
+TEXT ·maxPool2RowAVX512(SB), NOSPLIT, $0-48
+	MOVQ         x0+0(FP), SI
+	MOVQ         x1+8(FP), DI
+	MOVQ         y+16(FP), DX
+	MOVQ         arg+24(FP), R8
+	MOVQ         n+32(FP), R10
+	VMOVUPS      evenidx<>(SB), Z9
+	VMOVUPS      oddidx<>(SB), Z10
+	MOVL         base+40(FP), AX
+	VPBROADCASTD AX, Z11
+	VPADDD       Z9, Z11, Z11      // base + 2·lane
+	MOVL         w+44(FP), AX
+	VPBROADCASTD AX, Z12           // w
+	MOVL         $1, AX
+	VPBROADCASTD AX, Z13           // 1
+	VPADDD       Z13, Z12, Z14     // w + 1
+	VPXORD       Z15, Z15, Z15     // 0
+	MOVL         $32, AX
+	VPBROADCASTD AX, Z16           // 2·16: the next step's base
+
+mprow:
+	TESTQ R10, R10
+	JEQ   mpdone
+	MOVQ  R10, CX
+	CMPQ  CX, $16
+	JLE   2(PC)
+	MOVQ  $16, CX
+	// K3: the CX outputs; K1, K2: their 2·CX inputs a row.
+	MOVL  $1, AX
+	SHLL  CX, AX
+	DECL  AX
+	KMOVW AX, K3
+	MOVQ  CX, BX
+	ADDQ  CX, CX
+	MOVQ  $1, AX
+	SHLQ  CX, AX
+	DECQ  AX
+	KMOVW AX, K1
+	SHRQ  $16, AX
+	KMOVW AX, K2
+	MOVQ  BX, CX
+	EVENODD(SI, Z4, Z5)
+	EVENODD(DI, Z6, Z7)
+	VMAXPS    Z5, Z4, Z0
+	VMAXPS    Z7, Z6, Z1
+	VMAXPS    Z1, Z0, Z0
+	// The offset, last choice first: w+1, then w, 1 and 0 where equal.
+	VMOVDQA32 Z14, Z1
+	VCMPPS    $0, Z0, Z6, K4
+	VMOVDQA32 Z12, K4, Z1
+	VCMPPS    $0, Z0, Z5, K4
+	VMOVDQA32 Z13, K4, Z1
+	VCMPPS    $0, Z0, Z4, K4
+	VMOVDQA32 Z15, K4, Z1
+	VPADDD    Z11, Z1, Z1
+	VMOVUPS   Z0, K3, (DX)
+	VMOVDQU32 Z1, K3, (R8)
+	VPADDD    Z16, Z11, Z11
+	ADDQ      $128, SI
+	ADDQ      $128, DI
+	ADDQ      $64, DX
+	ADDQ      $64, R8
+	SUBQ      CX, R10
+	JMP       mprow
+
+mpdone:
+	VZEROUPPER
+	RET

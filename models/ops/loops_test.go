@@ -203,3 +203,35 @@ func TestStride2Rows(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxPool2Float32 checks the 2×2 stride-2 max-pool on float32 (the
+// assembly row where the CPU has AVX-512) against the Go loop on the same
+// values in float64: maxima and argmax, with ties (values from a set of
+// five) resolved to the first window position in row-major order, for
+// widths around the 16-window steps and an odd width and height (the last
+// column and row belong to no window).
+func TestMaxPool2Float32(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	op := &maxPoolOp{poolState: &poolState{k: 2, stride: 2}}
+	for _, w := range []int{2, 5, 10, 28, 31, 32, 34, 66} {
+		h := 5
+		oh, ow := h/2, w/2
+		x := make([]float32, h*w)
+		for i := range x {
+			x[i] = float32(rng.IntN(5)) * 0.5
+		}
+		y, arg := make([]float32, oh*ow+1), make([]int32, oh*ow+1)
+		y[oh*ow], arg[oh*ow] = 42, 42
+		op.plane32(x, y[:oh*ow], arg[:oh*ow], w, oh, ow)
+		y64, arg64 := make([]float64, oh*ow), make([]int32, oh*ow)
+		op.plane64(f64s(x), y64, arg64, w, oh, ow)
+		for i := range y64 {
+			if float64(y[i]) != y64[i] || arg[i] != arg64[i] {
+				t.Fatalf("w %d: output %d = %v at %d, expected %v at %d", w, i, y[i], arg[i], y64[i], arg64[i])
+			}
+		}
+		if y[oh*ow] != 42 || arg[oh*ow] != 42 {
+			t.Fatalf("w %d: wrote past the %d outputs", w, oh*ow)
+		}
+	}
+}
