@@ -71,3 +71,8 @@ func addAVX512(dst, src *float32, n int)
 //
 //go:noescape
 func maxPool2RowAVX512(x0, x1, y *float32, arg *int32, n int, base, w int32)
+
+// sumAVX512 returns Σ p[:n].
+//
+//go:noescape
+func sumAVX512(p *float32, n int) float32

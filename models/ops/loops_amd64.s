@@ -657,3 +657,31 @@ mprow:
 mpdone:
 	VZEROUPPER
 	RET
+
+// func sumAVX512(p *float32, n int) float32
+// Σ p[:n] in 16 partial sums added by REDUCE.
+TEXT ·sumAVX512(SB), NOSPLIT, $0-20
+	MOVQ   p+0(FP), SI
+	MOVQ   n+8(FP), CX
+	VPXORD Z0, Z0, Z0
+	SUBQ   $16, CX
+	JLT    sutail
+
+suloop:
+	VADDPS (SI), Z0, Z0
+	ADDQ   $64, SI
+	SUBQ   $16, CX
+	JGE    suloop
+
+sutail:
+	ADDQ $16, CX
+	JEQ  sudone
+	TAILMASK
+	VMOVUPS.Z (SI), K1, Z4
+	VADDPS    Z4, Z0, Z0
+
+sudone:
+	REDUCE(Z0, Y0, X0)
+	MOVSS X0, ret+16(FP)
+	VZEROUPPER
+	RET

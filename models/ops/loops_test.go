@@ -53,6 +53,7 @@ func TestLoopsFloat32(t *testing.T) {
 			checkSum("Σg", a, wa, absSum(func(i int) float64 { return dy64[i] }))
 			checkSum("Σg(x-mean)", b, wb, absSum(func(i int) float64 { return dy64[i] * (x64[i] - mean) }))
 			if !relu {
+				checkSum("Σx", sum(x), sum(x64), absSum(func(i int) float64 { return x64[i] }))
 				s1, s2 := shiftedSums(x, x[0])
 				w1, w2 := shiftedSums(x64, x64[0])
 				checkSum("Σ(x-k)", s1, w1, absSum(func(i int) float64 { return x64[i] - x64[0] }))
