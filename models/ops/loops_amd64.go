@@ -76,3 +76,9 @@ func maxPool2RowAVX512(x0, x1, y *float32, arg *int32, n int, base, w int32)
 //
 //go:noescape
 func sumAVX512(p *float32, n int) float32
+
+// unpool2RowAVX512 writes one output row's gradient of a 2×2 stride-2
+// max-pool into input rows d0 and d1 (see maxPool2RowAVX512 for arg).
+//
+//go:noescape
+func unpool2RowAVX512(d0, d1, dy *float32, arg *int32, n int, base, w int32)

@@ -685,3 +685,86 @@ sudone:
 	MOVSS X0, ret+16(FP)
 	VZEROUPPER
 	RET
+
+// func unpool2RowAVX512(d0, d1, dy *float32, arg *int32, n int, base, w int32)
+// One output row of a 2×2 stride-2 max-pool's gradient: window j's four
+// input positions in rows d0 and d1 get dy[j] where arg[j] (base + 2j plus
+// the offset 0, 1, w or w+1) points, 0 elsewhere.
+TEXT ·unpool2RowAVX512(SB), NOSPLIT, $0-48
+	MOVQ         d0+0(FP), DI
+	MOVQ         d1+8(FP), BX
+	MOVQ         dy+16(FP), SI
+	MOVQ         arg+24(FP), R8
+	MOVQ         n+32(FP), R10
+	VMOVUPS      spreadlo<>(SB), Z7
+	VMOVUPS      spreadhi<>(SB), Z8
+	VMOVUPS      evenidx<>(SB), Z9
+	MOVL         base+40(FP), AX
+	VPBROADCASTD AX, Z11
+	VPADDD       Z9, Z11, Z11 // base + 2·lane
+	MOVL         $0x55555555, AX
+	KMOVW        AX, K5
+	VPXORD       Z12, Z12, Z12
+	MOVL         $1, AX
+	VPBROADCASTD AX, Z14
+	VMOVDQA32    Z14, Z12        // 1 in every lane,
+	VPXORD       Z14, Z14, Z14
+	VMOVDQA32    Z14, K5, Z12    // 0 in the even ones: the offsets 0, 1, 0, 1, ...
+	MOVL         w+44(FP), AX
+	VPBROADCASTD AX, Z13
+	VPADDD       Z12, Z13, Z13   // w, w+1, w, w+1, ...
+	MOVL         $32, AX
+	VPBROADCASTD AX, Z16
+
+upstep:
+	TESTQ R10, R10
+	JEQ   updone
+	MOVQ  R10, CX
+	CMPQ  CX, $16
+	JLE   2(PC)
+	MOVQ  $16, CX
+	// K3: the CX windows; K1, K2: their 2·CX positions a row.
+	MOVL  $1, AX
+	SHLL  CX, AX
+	DECL  AX
+	KMOVW AX, K3
+	MOVQ  CX, R9
+	ADDQ  CX, CX
+	MOVQ  $1, AX
+	SHLQ  CX, AX
+	DECQ  AX
+	KMOVW AX, K1
+	SHRQ  $16, AX
+	KMOVW AX, K2
+	MOVQ  R9, CX
+	VMOVUPS.Z   (SI), K3, Z0
+	VMOVDQU32.Z (R8), K3, Z1
+	VPSUBD      Z11, Z1, Z1      // each window's offset
+	// Windows 0..7 to positions 0..15 of both rows, then 8..15 to 16..31.
+	VPERMPS     Z0, Z7, Z2
+	VPERMD      Z1, Z7, Z3
+	VPCMPEQD    Z12, Z3, K4
+	VMOVUPS.Z   Z2, K4, Z4
+	VMOVUPS     Z4, K1, (DI)
+	VPCMPEQD    Z13, Z3, K4
+	VMOVUPS.Z   Z2, K4, Z4
+	VMOVUPS     Z4, K1, (BX)
+	VPERMPS     Z0, Z8, Z2
+	VPERMD      Z1, Z8, Z3
+	VPCMPEQD    Z12, Z3, K4
+	VMOVUPS.Z   Z2, K4, Z4
+	VMOVUPS     Z4, K2, 64(DI)
+	VPCMPEQD    Z13, Z3, K4
+	VMOVUPS.Z   Z2, K4, Z4
+	VMOVUPS     Z4, K2, 64(BX)
+	VPADDD      Z16, Z11, Z11
+	ADDQ        $128, DI
+	ADDQ        $128, BX
+	ADDQ        $64, SI
+	ADDQ        $64, R8
+	SUBQ        CX, R10
+	JMP         upstep
+
+updone:
+	VZEROUPPER
+	RET

@@ -35,3 +35,5 @@ func addAVX512(_, _ *float32, _ int) { panic("no AVX-512 loops") }
 func maxPool2RowAVX512(_, _, _ *float32, _ *int32, _ int, _, _ int32) { panic("no AVX-512 loops") }
 
 func sumAVX512(_ *float32, _ int) float32 { panic("no AVX-512 loops") }
+
+func unpool2RowAVX512(_, _, _ *float32, _ *int32, _ int, _, _ int32) { panic("no AVX-512 loops") }

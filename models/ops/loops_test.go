@@ -209,13 +209,14 @@ func TestStride2Rows(t *testing.T) {
 // assembly row where the CPU has AVX-512) against the Go loop on the same
 // values in float64: maxima and argmax, with ties (values from a set of
 // five) resolved to the first window position in row-major order, for
-// widths around the 16-window steps and an odd width and height (the last
-// column and row belong to no window).
+// widths around the 16-window steps, even and odd widths and heights (an odd
+// one's last column or row belongs to no window), and its gradient (unpool2
+// against unpool, on a plane that starts dirty).
 func TestMaxPool2Float32(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 3))
 	op := &maxPoolOp{poolState: &poolState{k: 2, stride: 2}}
-	for _, w := range []int{2, 5, 10, 28, 31, 32, 34, 66} {
-		h := 5
+	for _, hw := range [][2]int{{5, 2}, {4, 5}, {5, 10}, {4, 28}, {5, 31}, {4, 32}, {6, 34}, {5, 66}} {
+		h, w := hw[0], hw[1]
 		oh, ow := h/2, w/2
 		x := make([]float32, h*w)
 		for i := range x {
@@ -233,6 +234,32 @@ func TestMaxPool2Float32(t *testing.T) {
 		}
 		if y[oh*ow] != 42 || arg[oh*ow] != 42 {
 			t.Fatalf("w %d: wrote past the %d outputs", w, oh*ow)
+		}
+		// The gradient: unpool2 (assembly) against unpool in float64, over
+		// a plane that starts dirty (every position must be written).
+		dy := make([]float32, oh*ow)
+		for i := range dy {
+			dy[i] = float32(rng.NormFloat64())
+		}
+		dx := make([]float32, h*w+1)
+		for i := range dx {
+			dx[i] = 7
+		}
+		ws := NewWorkspace(1)
+		if loopsAVX512 {
+			unpool2(ws, dx[:h*w], dy, arg[:oh*ow], 1, h, w)
+		} else {
+			unpool(ws, dx[:h*w], dy, arg[:oh*ow], 1, h*w, oh*ow)
+		}
+		dx64 := make([]float64, h*w)
+		unpool(ws, dx64, f64s(dy), arg[:oh*ow], 1, h*w, oh*ow)
+		for i := range dx64 {
+			if float64(dx[i]) != dx64[i] {
+				t.Fatalf("w %d: dx[%d] = %v, expected %v", w, i, dx[i], dx64[i])
+			}
+		}
+		if dx[h*w] != 7 {
+			t.Fatalf("w %d: the gradient wrote past the plane", w)
 		}
 	}
 }

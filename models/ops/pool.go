@@ -212,11 +212,36 @@ func (op *maxPoolGradOp) Do(vals ...G.Value) (G.Value, error) {
 	ohw := len(op.arg) / planes
 	switch dy := a[0].Data().(type) {
 	case []float32:
+		if op.k == 2 && op.stride == 2 && loopsAVX512 {
+			unpool2(op.ws, dx.Float32s(), dy, op.arg, planes, op.xShape[2], op.xShape[3])
+			break
+		}
 		unpool(op.ws, dx.Float32s(), dy, op.arg, planes, hw, ohw)
 	case []float64:
 		unpool(op.ws, dx.Float64s(), dy, op.arg, planes, hw, ohw)
 	}
 	return dx, nil
+}
+
+// unpool2 is unpool for 2×2 stride-2 windows on float32 with AVX-512: each
+// window's four positions written at once, 16 windows a step; the row and
+// column left over by an odd height or width stay 0.
+func unpool2(ws *Workspace, dx, dy []float32, arg []int32, planes, h, w int) {
+	oh, ow := h/2, w/2
+	parallel(planes, ws.split(planes), func(_, lo, hi int) {
+		for p := lo; p < hi; p++ {
+			d := dx[p*h*w:][:h*w]
+			if h%2 == 1 || w%2 == 1 {
+				clear(d)
+			}
+			for i := range oh {
+				o := p*oh*ow + i*ow
+				d0, d1 := d[2*i*w:][:2*ow], d[(2*i+1)*w:][:2*ow]
+				_, _ = dy[o+ow-1], arg[o+ow-1]
+				unpool2RowAVX512(&d0[0], &d1[0], &dy[o], &arg[o], ow, int32(2*i*w), int32(w))
+			}
+		}
+	})
 }
 
 func unpool[T elem](ws *Workspace, dx, dy []T, arg []int32, planes, hw, ohw int) {
