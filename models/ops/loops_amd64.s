@@ -585,6 +585,24 @@ GLOBL oddidx<>(SB), RODATA|NOPTR, $64
 	VMOVUPS   Z10, zo;          \
 	VPERMI2PS Z3, Z2, zo
 
+// WINDOWMASKS sets K3 to the CX lowest lanes (CX <= 16 windows of a 2×2
+// stride-2 pool) and K1, K2 to the 2·CX lanes of their positions in a row,
+// across two vectors. Uses AX and R9.
+#define WINDOWMASKS \
+	MOVL  $1, AX;  \
+	SHLL  CX, AX;  \
+	DECL  AX;      \
+	KMOVW AX, K3;  \
+	MOVQ  CX, R9;  \
+	ADDQ  CX, CX;  \
+	MOVQ  $1, AX;  \
+	SHLQ  CX, AX;  \
+	DECQ  AX;      \
+	KMOVW AX, K1;  \
+	SHRQ  $16, AX; \
+	KMOVW AX, K2;  \
+	MOVQ  R9, CX
+
 // func maxPool2RowAVX512(x0, x1, y *float32, arg *int32, n int, base, w int32)
 // One output row of a 2×2 stride-2 max-pool: y[j] = the maximum of
 // x0[2j], x0[2j+1], x1[2j], x1[2j+1] and arg[j] = base + 2j plus the offset
@@ -616,20 +634,7 @@ mprow:
 	CMPQ  CX, $16
 	JLE   2(PC)
 	MOVQ  $16, CX
-	// K3: the CX outputs; K1, K2: their 2·CX inputs a row.
-	MOVL  $1, AX
-	SHLL  CX, AX
-	DECL  AX
-	KMOVW AX, K3
-	MOVQ  CX, BX
-	ADDQ  CX, CX
-	MOVQ  $1, AX
-	SHLQ  CX, AX
-	DECQ  AX
-	KMOVW AX, K1
-	SHRQ  $16, AX
-	KMOVW AX, K2
-	MOVQ  BX, CX
+	WINDOWMASKS
 	EVENODD(SI, Z4, Z5)
 	EVENODD(DI, Z6, Z7)
 	VMAXPS    Z5, Z4, Z0
@@ -723,20 +728,7 @@ upstep:
 	CMPQ  CX, $16
 	JLE   2(PC)
 	MOVQ  $16, CX
-	// K3: the CX windows; K1, K2: their 2·CX positions a row.
-	MOVL  $1, AX
-	SHLL  CX, AX
-	DECL  AX
-	KMOVW AX, K3
-	MOVQ  CX, R9
-	ADDQ  CX, CX
-	MOVQ  $1, AX
-	SHLQ  CX, AX
-	DECQ  AX
-	KMOVW AX, K1
-	SHRQ  $16, AX
-	KMOVW AX, K2
-	MOVQ  R9, CX
+	WINDOWMASKS
 	VMOVUPS.Z   (SI), K3, Z0
 	VMOVDQU32.Z (R8), K3, Z1
 	VPSUBD      Z11, Z1, Z1      // each window's offset

@@ -697,8 +697,9 @@ packdone:
 // so that the output lands in place without the padding's columns.
 
 // Steps of the taps kernel: B's two segments at DI and DI + R10 (whole or
-// under K1 and K2), A's values at the row pointers (the second step 4 bytes
-// on), then A two values on and B two rows on (R11 = bks).
+// under K1 and K2), A's values at the row pointers (the outer-product
+// kernel's STEP8x32; the second step 4 bytes on), then A two values on and
+// B two rows on (R11 = bks).
 #define TLOADB \
 	VMOVUPS (DI), Z16; \
 	VMOVUPS (DI)(R10*1), Z17
@@ -706,18 +707,6 @@ packdone:
 #define TLOADBM \
 	VMOVUPS.Z (DI), K1, Z16; \
 	VMOVUPS.Z (DI)(R10*1), K2, Z17
-
-#define TSTEP(loadb) \
-	loadb;                   \
-	VBROADCASTSS (SI), Z18;  \
-	VBROADCASTSS (AX), Z19;  \
-	VBROADCASTSS (BX), Z20;  \
-	VBROADCASTSS (DX), Z21;  \
-	VBROADCASTSS (R8), Z22;  \
-	VBROADCASTSS (R9), Z23;  \
-	VBROADCASTSS (R12), Z24; \
-	VBROADCASTSS (R13), Z25; \
-	FMAS8x32
 
 #define TSTEPX(loadb) \
 	ADDQ R11, DI;             \
@@ -782,10 +771,10 @@ tapsloop:
 	KANDW    K1, K2, K3
 	KORTESTW K3, K3
 	JCC      tapsmasked
-	KLOOP(TSTEP(TLOADB), TSTEPX(TLOADB), TADVANCE, tapsfull, tapstailf, tapsnext)
+	KLOOP(STEP8x32(TLOADB), TSTEPX(TLOADB), TADVANCE, tapsfull, tapstailf, tapsnext)
 
 tapsmasked:
-	KLOOP(TSTEP(TLOADBM), TSTEPX(TLOADBM), TADVANCE, tapsloopm, tapstailm, tapsnext)
+	KLOOP(STEP8x32(TLOADBM), TSTEPX(TLOADBM), TADVANCE, tapsloopm, tapstailm, tapsnext)
 
 tapsnext:
 	// KLOOP's odd last step does not advance A: move its rows on by k mod 2.
