@@ -13,7 +13,7 @@ import (
 // Fused BatchNorm with an optional ReLU, per channel of (N, C, ...):
 //
 //	y      = BatchNormOp(x, gamma, beta)                     one statistics pass, one normalising pass
-//	sums   = bnSumsOp(x, y, dy)                       (2, C): Σ g, Σ g·x̂ with g = dy (masked by y > 0 with ReLU)
+//	sums   = bnSumsOp(x, y, dy, gamma)                (2, C): Σ g, Σ g·x̂ with g = dy (masked by y > 0 with ReLU)
 //	dx     = bnDataGradOp(x, y, dy, gamma, sums)
 //	dbeta  = bnRowOp{0}(sums), dgamma = bnRowOp{1}(sums)
 //
@@ -33,6 +33,11 @@ type bnState struct {
 	mean, invstd    []float64 // of the last training batch, per channel
 	runMean, runVar *tensor.Dense
 	y               *tensor.Dense
+	// dx is the input gradient, which bnSumsOp computes channel by channel
+	// right after the channel's sums, while the channel's x, y and dy are
+	// still in the cache (a second pass over them from memory took a third
+	// of the backward pass); bnDataGradOp returns it.
+	dx *tensor.Dense
 }
 
 // BatchNorm builds the fused BatchNorm (+ ReLU) of x (N, C, ...) with scale
@@ -204,6 +209,10 @@ func bnForward[T elem](st *bnState, x, gamma, beta, y, runMean, runVar []T, s te
 
 // shiftedSums returns Σ(p-k) and Σ(p-k)².
 func shiftedSums[T elem](p []T, k T) (T, T) {
+	if p32, ok := any(p).([]float32); ok && loopsAVX512 && len(p) > 0 {
+		a, b := bnShiftedSumsAVX512(&p32[0], len(p32), float32(k))
+		return T(a), T(b)
+	}
 	var a0, a1, a2, a3, q0, q1, q2, q3 T
 	i := 0
 	for ; i+4 <= len(p); i += 4 {
@@ -227,7 +236,7 @@ func shiftedSums[T elem](p []T, k T) (T, T) {
 
 func (op *BatchNormOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {
 	x, gamma, beta := inputs[0], inputs[1], inputs[2]
-	sums, err := G.ApplyOp(&bnSumsOp{st: op.bnState}, x, output, grad)
+	sums, err := G.ApplyOp(&bnSumsOp{st: op.bnState}, x, output, grad, gamma)
 	if err != nil {
 		return nil, err
 	}
@@ -264,8 +273,11 @@ type bnSumsOp struct {
 	sums *tensor.Dense
 }
 
-func (op *bnSumsOp) Arity() int            { return 3 }
-func (op *bnSumsOp) Type() hm.Type         { return fnType(2, op.st.dims, op.st.dims, op.st.dims) }
+func (op *bnSumsOp) Arity() int { return 4 }
+func (op *bnSumsOp) Type() hm.Type {
+	d := op.st.dims
+	return fnType(2, d, d, d, op.st.pdims)
+}
 func (op *bnSumsOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "fastBatchNormSums#%d", op.st.id) }
 func (op *bnSumsOp) Hashcode() uint32      { return hashOp(op) }
 func (op *bnSumsOp) String() string        { return op.st.name("BatchNormSums") }
@@ -282,21 +294,26 @@ func (op *bnSumsOp) Do(vals ...G.Value) (G.Value, error) {
 		return nil, err
 	}
 	s := a[0].Shape()
-	if a[1].Size() != s.TotalSize() || a[2].Size() != s.TotalSize() {
-		return nil, fmt.Errorf("%v: input %v, output %v, gradient %v", op, s, a[1].Shape(), a[2].Shape())
+	if a[1].Size() != s.TotalSize() || a[2].Size() != s.TotalSize() || a[3].Size() != s[1] {
+		return nil, fmt.Errorf("%v: input %v, output %v, gradient %v, scale %v", op, s, a[1].Shape(), a[2].Shape(), a[3].Shape())
 	}
 	out := reuse(&op.sums, a[0].Dtype(), tensor.Shape{2, s[1]})
+	dx := reuse(&op.st.dx, a[0].Dtype(), s)
 	switch x := a[0].Data().(type) {
 	case []float32:
-		bnSums(op.st, x, a[1].Float32s(), a[2].Float32s(), out.Float32s(), s)
+		bnSums(op.st, x, a[1].Float32s(), a[2].Float32s(), a[3].Float32s(), out.Float32s(), dx.Float32s(), s)
 	case []float64:
-		bnSums(op.st, x, a[1].Float64s(), a[2].Float64s(), out.Float64s(), s)
+		bnSums(op.st, x, a[1].Float64s(), a[2].Float64s(), a[3].Float64s(), out.Float64s(), dx.Float64s(), s)
 	}
 	return out, nil
 }
 
-func bnSums[T elem](st *bnState, x, y, dy, out []T, s tensor.Shape) {
+// bnSums writes each channel's sums to out and then its input gradient to
+// dx: dx = gamma/std · (g - m1 - (x - mean)·m2), m1 = Σ g / m and
+// m2 = Σ g·x̂ / m / std.
+func bnSums[T elem](st *bnState, x, y, dy, gamma, out, dx []T, s tensor.Shape) {
 	n, c, inner := channels(s)
+	m := float64(n * inner)
 	parallel(c, st.ws.split(c), func(_, lo, hi int) {
 		for ch := lo; ch < hi; ch++ {
 			mean := T(st.mean[ch])
@@ -307,14 +324,27 @@ func bnSums[T elem](st *bnState, x, y, dy, out []T, s tensor.Shape) {
 				s1 += float64(a)
 				s2 += float64(b)
 			}
+			inv := st.invstd[ch]
 			out[ch] = T(s1)
-			out[c+ch] = T(s2 * st.invstd[ch])
+			out[c+ch] = T(s2 * inv)
+			scale := T(float64(gamma[ch]) * inv)
+			m1 := T(float64(out[ch]) / m)
+			m2 := T(float64(out[c+ch]) / m * inv)
+			for r := range n {
+				o := (r*c + ch) * inner
+				bnGradPlane(dx[o:o+inner], x[o:o+inner], y[o:o+inner], dy[o:o+inner], mean, scale, m1, m2, st.relu)
+			}
 		}
 	})
 }
 
 // gradDots returns Σ g and Σ g·(x - mean), g = dy (where y > 0 with relu).
 func gradDots[T elem](x, y, dy []T, mean T, relu bool) (T, T) {
+	if x32, ok := any(x).([]float32); ok && loopsAVX512 && len(x) > 0 {
+		y32, dy32 := any(y).([]float32)[:len(x)], any(dy).([]float32)[:len(x)]
+		a, b := bnGradDotsAVX512(&x32[0], &y32[0], &dy32[0], len(x32), float32(mean), relu)
+		return T(a), T(b)
+	}
 	if !relu {
 		var a0, a1, b0, b1 T
 		dy = dy[:len(x)]
@@ -379,11 +409,11 @@ func gradDots64(x, y, dy []float64, mean float64) (float64, float64) {
 	return a0 + a1, b0 + b1
 }
 
-// bnDataGradOp computes dx = gamma/std · (g - mean(g) - x̂·mean(g·x̂)).
+// bnDataGradOp returns dx = gamma/std · (g - mean(g) - x̂·mean(g·x̂)), which
+// bnSumsOp, its input, computed along with the sums (bnState.dx).
 type bnDataGradOp struct {
 	backwardOp
 	st *bnState
-	dx *tensor.Dense
 }
 
 func (op *bnDataGradOp) Arity() int { return 5 }
@@ -415,37 +445,20 @@ func (op *bnDataGradOp) Do(vals ...G.Value) (G.Value, error) {
 		return nil, fmt.Errorf("%v: input %v, output %v, gradient %v, scale %v, sums %v",
 			op, s, a[1].Shape(), a[2].Shape(), a[3].Shape(), a[4].Shape())
 	}
-	dx := reuse(&op.dx, a[0].Dtype(), s)
-	switch x := a[0].Data().(type) {
-	case []float32:
-		bnDataGrad(op.st, x, a[1].Float32s(), a[2].Float32s(), a[3].Float32s(), a[4].Float32s(), dx.Float32s(), s)
-	case []float64:
-		bnDataGrad(op.st, x, a[1].Float64s(), a[2].Float64s(), a[3].Float64s(), a[4].Float64s(), dx.Float64s(), s)
+	dx := op.st.dx
+	if dx == nil || dx.Dtype() != a[0].Dtype() || dx.DataSize() != s.TotalSize() {
+		return nil, fmt.Errorf("%v: the sums op computed no input gradient of %v %v", op, a[0].Dtype(), s)
 	}
-	return dx, nil
-}
-
-func bnDataGrad[T elem](st *bnState, x, y, dy, gamma, sums, dx []T, s tensor.Shape) {
-	n, c, inner := channels(s)
-	m := float64(n * inner)
-	parallel(c, st.ws.split(c), func(_, lo, hi int) {
-		for ch := lo; ch < hi; ch++ {
-			inv := st.invstd[ch]
-			// dx = scale·(g - m1 - (x - mean)·m2)
-			scale := T(float64(gamma[ch]) * inv)
-			m1 := T(float64(sums[ch]) / m)
-			m2 := T(float64(sums[c+ch]) / m * inv)
-			mean := T(st.mean[ch])
-			for r := range n {
-				o := (r*c + ch) * inner
-				bnGradPlane(dx[o:o+inner], x[o:o+inner], y[o:o+inner], dy[o:o+inner], mean, scale, m1, m2, st.relu)
-			}
-		}
-	})
+	return reuse(&op.st.dx, a[0].Dtype(), s), nil
 }
 
 func bnGradPlane[T elem](dx, x, y, dy []T, mean, scale, m1, m2 T, relu bool) {
 	dx, dy = dx[:len(x)], dy[:len(x)]
+	if x32, ok := any(x).([]float32); ok && loopsAVX512 && len(x) > 0 {
+		dx32, y32, dy32 := any(dx).([]float32), any(y).([]float32)[:len(x)], any(dy).([]float32)
+		bnGradPlaneAVX512(&dx32[0], &x32[0], &y32[0], &dy32[0], len(x32), float32(mean), float32(scale), float32(m1), float32(m2), relu)
+		return
+	}
 	if !relu {
 		for i, v := range x {
 			dx[i] = scale * (dy[i] - m1 - (v-mean)*m2)

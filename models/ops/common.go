@@ -248,6 +248,10 @@ func pass64(d, y float64) float64 {
 // affine writes y = x*a + b, with a ReLU if relu.
 func affine[T elem](y, x []T, a, b T, relu bool) {
 	y = y[:len(x)]
+	if x32, ok := any(x).([]float32); ok && loopsAVX512 && len(x) > 0 {
+		bnAffineAVX512(&any(y).([]float32)[0], &x32[0], len(x32), float32(a), float32(b), relu)
+		return
+	}
 	if !relu {
 		for i, v := range x {
 			y[i] = v*a + b
@@ -270,6 +274,11 @@ func affine[T elem](y, x []T, a, b T, relu bool) {
 
 // addRelu writes y = max(a + b, 0).
 func addRelu[T elem](y, a, b []T) {
+	if a32, ok := any(a).([]float32); ok && loopsAVX512 && len(a) > 0 {
+		y32, b32 := any(y).([]float32)[:len(a)], any(b).([]float32)[:len(a)]
+		reluAddAVX512(&y32[0], &a32[0], &b32[0], len(a32))
+		return
+	}
 	switch yy := any(y).(type) {
 	case []float32:
 		aa, bb := any(a).([]float32), any(b).([]float32)
@@ -288,6 +297,11 @@ func addRelu[T elem](y, a, b []T) {
 
 // reluGrad writes d = dy where the ReLU output y is positive, else 0.
 func reluGrad[T elem](d, dy, y []T) {
+	if y32, ok := any(y).([]float32); ok && loopsAVX512 && len(y) > 0 {
+		d32, dy32 := any(d).([]float32)[:len(y)], any(dy).([]float32)[:len(y)]
+		reluGradAVX512(&d32[0], &dy32[0], &y32[0], len(y32))
+		return
+	}
 	switch dd := any(d).(type) {
 	case []float32:
 		gg, yy := any(dy).([]float32), any(y).([]float32)

@@ -71,6 +71,11 @@ func im2col[T elem](g *convGeom, x, col []T) {
 				xlo, xhi := g.span(kj, g.w, g.ow)
 				d := kj - g.pad
 				dst := col[((c*g.k+ki)*g.k+kj)*ohw:][:ohw]
+				if g.stride == 2 && yhi > ylo && xhi > xlo {
+					clear(dst)
+					gatherStride2(dst[ylo*g.ow+xlo:], g.ow, plane[(ylo*2+ki-g.pad)*g.w+xlo*2+d:], 2*g.w, yhi-ylo, xhi-xlo)
+					continue
+				}
 				clear(dst[:ylo*g.ow])
 				clear(dst[yhi*g.ow:])
 				for oy := ylo; oy < yhi; oy++ {
@@ -95,6 +100,47 @@ func im2col[T elem](g *convGeom, x, col []T) {
 	}
 }
 
+// gatherStride2 writes dst[r·ldd + i] = src[r·lds + 2i] for r < rows,
+// i < cols: a stride-2 im2col's rows, one call a block rather than a Go
+// loop a row (the Go compiler does not vectorise strided loads).
+func gatherStride2[T elem](dst []T, ldd int, src []T, lds, rows, cols int) {
+	if rows == 0 || cols == 0 {
+		return
+	}
+	_ = dst[(rows-1)*ldd+cols-1]
+	_ = src[(rows-1)*lds+2*(cols-1)]
+	if d32, ok := any(dst).([]float32); ok && loopsAVX512 {
+		gatherStride2AVX512(&d32[0], ldd, &any(src).([]float32)[0], lds, rows, cols)
+		return
+	}
+	for r := range rows {
+		d, s := dst[r*ldd:][:cols], src[r*lds:]
+		for i := range d {
+			d[i] = s[2*i]
+		}
+	}
+}
+
+// scatterAddStride2 adds src[r·lds + i] to dst[r·ldd + 2i] for r < rows,
+// i < cols: gatherStride2's adjoint, for col2im.
+func scatterAddStride2[T elem](dst []T, ldd int, src []T, lds, rows, cols int) {
+	if rows == 0 || cols == 0 {
+		return
+	}
+	_ = dst[(rows-1)*ldd+2*(cols-1)]
+	_ = src[(rows-1)*lds+cols-1]
+	if d32, ok := any(dst).([]float32); ok && loopsAVX512 {
+		scatterAddStride2AVX512(&d32[0], ldd, &any(src).([]float32)[0], lds, rows, cols)
+		return
+	}
+	for r := range rows {
+		d, s := dst[r*ldd:], src[r*lds:][:cols]
+		for i, v := range s {
+			d[2*i] += v
+		}
+	}
+}
+
 // col2im is the adjoint of im2col: dx (C, H, W) = the sum of each column entry
 // into the input position it was read from.
 func col2im[T elem](g *convGeom, col, dx []T) {
@@ -112,6 +158,10 @@ func col2im[T elem](g *convGeom, col, dx []T) {
 				xlo, xhi := g.span(kj, g.w, g.ow)
 				d := kj - g.pad
 				src := col[((c*g.k+ki)*g.k+kj)*ohw:][:ohw]
+				if g.stride == 2 && yhi > ylo && xhi > xlo {
+					scatterAddStride2(plane[(ylo*2+ki-g.pad)*g.w+xlo*2+d:], 2*g.w, src[ylo*g.ow+xlo:], g.ow, yhi-ylo, xhi-xlo)
+					continue
+				}
 				for oy := ylo; oy < yhi; oy++ {
 					dst := plane[(oy*g.stride+ki-g.pad)*g.w:][:g.w]
 					row := src[oy*g.ow:][:g.ow]
@@ -208,8 +258,23 @@ func col2imSame[T elem](g *convGeom, col, dx []T) {
 	}
 }
 
+// useShifted reports whether g runs as shifted GEMMs (conv_shifted.go): a
+// stride-1 convolution, unless its products go to OpenBLAS (the openblas
+// build on a CPU without an assembly kernel), where im2col's one GEMM per
+// sample stays: the shifted form's many small products would each pay a cgo
+// call.
+func useShifted(g *convGeom) bool { return shiftedConvs && g.shiftable() && !externalFloat32() }
+
+// shiftedConvs lets tests run stride-1 convolutions through im2col too.
+var shiftedConvs = true
+
 // convForward computes y = conv(x, w) sample by sample.
 func convForward[T elem](g *convGeom, ws *Workspace, x, w, y []T) {
+	if useShifted(g) {
+		p := newShiftPlan[T](g, shiftForward)
+		shiftedConv(&p, ws, x, w, false, y)
+		return
+	}
 	ckk, ohw := g.ckk(), g.ohw()
 	in, out := g.c*g.h*g.w, g.oc*ohw
 	nw := ws.split(g.n)
@@ -231,6 +296,11 @@ func convForward[T elem](g *convGeom, ws *Workspace, x, w, y []T) {
 
 // convDataGrad computes dx = col2im(Wᵀ·dy) sample by sample.
 func convDataGrad[T elem](g *convGeom, ws *Workspace, w, dy, dx []T) {
+	if gt, ok := g.dataGradGeom(); ok && useShifted(g) {
+		p := newShiftPlan[T](&gt, shiftForward)
+		shiftedConv(&p, ws, dy, w, true, dx)
+		return
+	}
 	ckk, ohw := g.ckk(), g.ohw()
 	in, out := g.c*g.h*g.w, g.oc*ohw
 	nw := ws.split(g.n)
@@ -259,6 +329,11 @@ const reduceChunks = 16
 
 // convFilterGrad computes dw = Σ_s dy_s·col_sᵀ.
 func convFilterGrad[T elem](g *convGeom, ws *Workspace, x, dy, dw []T) {
+	if useShifted(g) {
+		p := newShiftPlan[T](g, shiftFilterGrad)
+		shiftedFilterGrad(&p, ws, x, dy, dw)
+		return
+	}
 	ckk, ohw := g.ckk(), g.ohw()
 	in, out, nwt := g.c*g.h*g.w, g.oc*ohw, g.oc*ckk
 	chunks := min(reduceChunks, g.n)
@@ -267,10 +342,17 @@ func convFilterGrad[T elem](g *convGeom, ws *Workspace, x, dy, dw []T) {
 	if !g.pointwise() {
 		colSize = ckk * ohw
 	}
-	buf := scratch[T](ws, chunks*nwt+nw*colSize)
-	parts, cols := buf[:chunks*nwt], buf[chunks*nwt:]
+	// Transposed (filterGradTransposed): dWᵀ = col·dyᵀ, dyᵀ per sample.
+	trans := filterGradTransposed(g.oc)
+	dyTSize := 0
+	if trans {
+		dyTSize = ohw * g.oc
+	}
+	per := colSize + dyTSize
+	buf := scratch[T](ws, (chunks+1)*nwt+nw*per)
+	parts, sum, bufs := buf[:chunks*nwt], buf[chunks*nwt:][:nwt], buf[(chunks+1)*nwt:]
 	parallel(chunks, nw, func(wk, lo, hi int) {
-		col := cols[wk*colSize:][:colSize]
+		col, dyT := bufs[wk*per:][:colSize], bufs[wk*per+colSize:][:dyTSize]
 		for ch := lo; ch < hi; ch++ {
 			acc := parts[ch*nwt:][:nwt]
 			for s := ch * g.n / chunks; s < (ch+1)*g.n/chunks; s++ {
@@ -283,11 +365,21 @@ func convFilterGrad[T elem](g *convGeom, ws *Workspace, x, dy, dw []T) {
 				if s == ch*g.n/chunks {
 					beta = 0
 				}
+				if trans {
+					transposeInto(dyT, g.oc, dy[s*out:][:out], ohw, g.oc, ohw)
+					gemm(false, false, ckk, g.oc, ohw, xs, ohw, dyT, g.oc, beta, acc, g.oc)
+					continue
+				}
 				gemm(false, true, g.oc, ckk, ohw, dy[s*out:][:out], ohw, xs, ohw, beta, acc, ckk)
 			}
 		}
 	})
-	sumParts(ws, dw, parts, chunks)
+	if !trans {
+		sumParts(ws, dw, parts, chunks)
+		return
+	}
+	sumParts(ws, sum, parts, chunks)
+	transposeInto(dw, ckk, sum, g.oc, ckk, g.oc)
 }
 
 // sumParts writes dst = the sum of the chunks consecutive len(dst)-long parts,

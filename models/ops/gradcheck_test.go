@@ -134,6 +134,11 @@ func TestGradConv2d(t *testing.T) {
 		{[]int{2, 3, 5, 5}, 4, 3, 1, 1},
 		{[]int{2, 2, 6, 5}, 3, 3, 2, 0},
 		{[]int{3, 2, 4, 4}, 2, 1, 2, 0},
+		// The shifted GEMMs' three unrollings (conv_shifted.go): depth C per
+		// tap from 16 channels, rows (c, kj) from C·k = 64, and 5×5 padding 0.
+		{[]int{2, 16, 4, 3}, 3, 3, 1, 1},
+		{[]int{1, 13, 5, 4}, 2, 5, 1, 2},
+		{[]int{2, 2, 6, 5}, 3, 5, 1, 0},
 	} {
 		t.Run(fmt.Sprint(c), func(t *testing.T) {
 			gradCheck(t, [][]int{c.x, {c.k, c.x[1], c.kk, c.kk}}, func(ws *Workspace, in []*G.Node) (*G.Node, error) {

@@ -85,7 +85,7 @@ const (
 // perCol multiply-adds per column is cut into: a function of the shape only.
 func linearBlocks(n, perCol int) int {
 	most := linearMaxBlocks
-	if !pureGoBLAS() {
+	if externalFloat32() {
 		most = linearMaxBlocksBLAS
 	}
 	return max(1, min(n/linearBlockCols, n*perCol/linearBlockWork, most))

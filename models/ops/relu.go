@@ -283,8 +283,12 @@ func channelSums[T elem](ws *Workspace, out, d []T, s tensor.Shape) {
 	})
 }
 
-// sum adds up p with four accumulators (independent chains pipeline better).
+// sum adds up p with four accumulators (independent chains pipeline better),
+// or 16 in AVX-512 assembly on float32 (loops_amd64.s).
 func sum[T elem](p []T) T {
+	if p32, ok := any(p).([]float32); ok && loopsAVX512 && len(p) > 0 {
+		return T(sumAVX512(&p32[0], len(p32)))
+	}
 	var a0, a1, a2, a3 T
 	i := 0
 	for ; i+4 <= len(p); i += 4 {

@@ -75,6 +75,9 @@ type sgemmKernel struct {
 	// dot, if set, computes a sgemmDotMR×sgemmDotNR tile of alpha·a·bᵀ +
 	// beta·c from a's and b's rows in place (see useDot).
 	dot func(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc, mr, nr int, alpha, beta float32)
+	// taps, if set, computes mr rows by two column segments of a sum of
+	// products whose B rows start at a table of offsets (see shiftGEMM).
+	taps func(k, taps int, a *float32, ars int, b *float32, offs *int, bks, b2 int, c *float32, ldc, c2, mr, n1, n2 int)
 }
 
 // The dot-product kernels' tile.

@@ -10,7 +10,8 @@ func archSgemmKernels() []*sgemmKernel {
 		ks = append(ks, &sgemmKernel{name: "avx2", mr: 6, nr: 16, fn: kernels.SgemmAVX2})
 	}
 	if kernels.HasAVX512 {
-		ks = append(ks, &sgemmKernel{name: "avx512", mr: 8, nr: 32, maskedB: true, fn: kernels.SgemmAVX512, dot: kernels.SgemmDotAVX512})
+		ks = append(ks, &sgemmKernel{name: "avx512", mr: 8, nr: 32, maskedB: true, fn: kernels.SgemmAVX512, dot: kernels.SgemmDotAVX512,
+			taps: kernels.SgemmTapsAVX512})
 	}
 	return ks
 }

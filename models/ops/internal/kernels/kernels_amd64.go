@@ -41,3 +41,12 @@ func PackT(dst *float32, ldd int, src *float32, lds, rows, cols int)
 //
 //go:noescape
 func SgemmDotAVX512(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc, mr, nr int, alpha, beta float32)
+
+// SgemmTapsAVX512 computes 8 rows of C by two segments of up to 16 columns
+// (n1 at c, n2 at c + c2) of the sum over taps t of A_t·B_t: A_t's k columns
+// follow A_{t-1}'s in each row of a (row stride ars), B_t is k rows (stride
+// bks) at b + offs[t], its columns for the second segment b2 further. See
+// models/ops.shiftGEMM.
+//
+//go:noescape
+func SgemmTapsAVX512(k, taps int, a *float32, ars int, b *float32, offs *int, bks, b2 int, c *float32, ldc, c2, mr, n1, n2 int)

@@ -677,3 +677,144 @@ packnext:
 packdone:
 	VZEROUPPER
 	RET
+
+// ---------------------------------------------------------------------------
+// AVX-512 tile of a sum of products over shifted B (conv_shifted.go): 8 rows
+// of C by two segments of up to 16 columns, wherever they lie,
+//
+//	c[i, j]      = Σ_t Σ_l A(i, t·k + l)·B_t(l, j),       j < n1
+//	c[i, c2 + j] = Σ_t Σ_l A(i, t·k + l)·B_t(l, b2 + j),  j < n2
+//
+// with A(i, m) at a + i·ars + m and B_t(l, j) at b + offs[t] + l·bks + j, all
+// taps summed in the same accumulators (one sum per element, taps in order,
+// l in order within a tap). The steps are the outer-product kernel's; the
+// A row pointers run on through the taps (A's row holds the taps' k values
+// one after the other) and B's pointer restarts at each tap's offset. The
+// segments let a tile cover one image row of up to 32 values or two of up
+// to 16 (the second a padded row further in B, an image row further in C),
+// so that the output lands in place without the padding's columns.
+
+// Steps of the taps kernel: B's two segments at DI and DI + R10 (whole or
+// under K1 and K2), A's values at the row pointers (the outer-product
+// kernel's STEP8x32; the second step 4 bytes on), then A two values on and
+// B two rows on (R11 = bks).
+#define TLOADB \
+	VMOVUPS (DI), Z16; \
+	VMOVUPS (DI)(R10*1), Z17
+
+#define TLOADBM \
+	VMOVUPS.Z (DI), K1, Z16; \
+	VMOVUPS.Z (DI)(R10*1), K2, Z17
+
+#define TSTEPX(loadb) \
+	ADDQ R11, DI;             \
+	loadb;                    \
+	VBROADCASTSS 4(SI), Z18;  \
+	VBROADCASTSS 4(AX), Z19;  \
+	VBROADCASTSS 4(BX), Z20;  \
+	VBROADCASTSS 4(DX), Z21;  \
+	VBROADCASTSS 4(R8), Z22;  \
+	VBROADCASTSS 4(R9), Z23;  \
+	VBROADCASTSS 4(R12), Z24; \
+	VBROADCASTSS 4(R13), Z25; \
+	FMAS8x32
+
+#define TADVANCE \
+	ADDQ $8, SI;  \
+	ADDQ $8, AX;  \
+	ADDQ $8, BX;  \
+	ADDQ $8, DX;  \
+	ADDQ $8, R8;  \
+	ADDQ $8, R9;  \
+	ADDQ $8, R12; \
+	ADDQ $8, R13; \
+	ADDQ R11, DI
+
+// Store one row's segments under K1 and K2 (R10 = c2 in bytes).
+#define TROW(z0, z1) \
+	VMOVUPS z0, K1, (DX); \
+	VMOVUPS z1, K2, (DX)(R10*1)
+
+// func sgemmTapsAVX512(k, taps int, a *float32, ars int, b *float32, offs *int, bks, b2 int, c *float32, ldc, c2, mr, n1, n2 int)
+TEXT ·SgemmTapsAVX512(SB), NOSPLIT, $8-112
+	// Segment masks: K1 = the n1 lowest lanes, K2 = the n2 lowest.
+	MOVQ  n1+96(FP), CX
+	LOWMASK(AX)
+	KMOVW AX, K1
+	MOVQ  n2+104(FP), CX
+	LOWMASK(AX)
+	KMOVW AX, K2
+
+	MOVQ a+16(FP), SI
+	MOVQ ars+24(FP), CX
+	SHLQ $2, CX
+	MOVQ mr+88(FP), DI
+	ROWPTRS8
+	MOVQ b2+56(FP), R10
+	SHLQ $2, R10
+	MOVQ bks+48(FP), R11
+	SHLQ $2, R11
+
+	ZERO16
+	MOVQ $0, tap-8(SP)
+
+tapsloop:
+	MOVQ offs+40(FP), DI
+	MOVQ tap-8(SP), CX
+	MOVQ (DI)(CX*8), DI
+	SHLQ $2, DI
+	ADDQ b+32(FP), DI
+	MOVQ k+0(FP), CX
+	// Two whole segments load unmasked.
+	KANDW    K1, K2, K3
+	KORTESTW K3, K3
+	JCC      tapsmasked
+	KLOOP(STEP8x32(TLOADB), TSTEPX(TLOADB), TADVANCE, tapsfull, tapstailf, tapsnext)
+
+tapsmasked:
+	KLOOP(STEP8x32(TLOADBM), TSTEPX(TLOADBM), TADVANCE, tapsloopm, tapstailm, tapsnext)
+
+tapsnext:
+	// KLOOP's odd last step does not advance A: move its rows on by k mod 2.
+	MOVQ k+0(FP), CX
+	ANDQ $1, CX
+	SHLQ $2, CX
+	ADDQ CX, SI
+	ADDQ CX, AX
+	ADDQ CX, BX
+	ADDQ CX, DX
+	ADDQ CX, R8
+	ADDQ CX, R9
+	ADDQ CX, R12
+	ADDQ CX, R13
+	MOVQ tap-8(SP), CX
+	INCQ CX
+	MOVQ CX, tap-8(SP)
+	CMPQ CX, taps+8(FP)
+	JLT  tapsloop
+
+	MOVQ c+64(FP), DX
+	MOVQ ldc+72(FP), R12
+	SHLQ $2, R12
+	MOVQ c2+80(FP), R10
+	SHLQ $2, R10
+	MOVQ mr+88(FP), BX
+	TROW(Z0, Z1)
+	NEXTROW(1, tapsdone)
+	TROW(Z2, Z3)
+	NEXTROW(2, tapsdone)
+	TROW(Z4, Z5)
+	NEXTROW(3, tapsdone)
+	TROW(Z6, Z7)
+	NEXTROW(4, tapsdone)
+	TROW(Z8, Z9)
+	NEXTROW(5, tapsdone)
+	TROW(Z10, Z11)
+	NEXTROW(6, tapsdone)
+	TROW(Z12, Z13)
+	NEXTROW(7, tapsdone)
+	TROW(Z14, Z15)
+
+tapsdone:
+	VZEROUPPER
+	RET

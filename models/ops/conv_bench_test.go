@@ -1,0 +1,95 @@
+package ops
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+)
+
+// convBenchShapes are the stride-1 convolutions of ResNet-20 and LeNet-5.
+var convBenchShapes = []convGeom{
+	{c: 3, h: 32, w: 32, k: 3, stride: 1, pad: 1, oc: 16},
+	{c: 16, h: 32, w: 32, k: 3, stride: 1, pad: 1, oc: 16},
+	{c: 32, h: 16, w: 16, k: 3, stride: 1, pad: 1, oc: 32},
+	{c: 64, h: 8, w: 8, k: 3, stride: 1, pad: 1, oc: 64},
+	{c: 1, h: 28, w: 28, k: 5, stride: 1, pad: 2, oc: 6},
+	{c: 6, h: 14, w: 14, k: 5, stride: 1, pad: 0, oc: 16},
+}
+
+// cpuMetric locks the benchmark to its thread and, when the returned
+// function runs, reports the thread's CPU time per op (Linux), which other
+// processes on a shared machine do not inflate.
+func cpuMetric(b *testing.B) func() {
+	runtime.LockOSThread()
+	cpu0 := threadCPUTime()
+	return func() {
+		if cpu := threadCPUTime() - cpu0; cpu > 0 {
+			b.ReportMetric(float64(cpu.Microseconds())/1e3/float64(b.N), "ms-cpu/op")
+		}
+		runtime.UnlockOSThread()
+	}
+}
+
+// BenchmarkConvShapes times the forward, data and filter gradient of each
+// shape on one worker, through im2col and through each unrolling of the
+// shifted GEMMs.
+func BenchmarkConvShapes(b *testing.B) {
+	for _, g0 := range convBenchShapes {
+		g := g0
+		g.n = 16
+		g.oh = (g.h+2*g.pad-g.k)/g.stride + 1
+		g.ow = (g.w+2*g.pad-g.k)/g.stride + 1
+		rng := rand.New(rand.NewPCG(1, 2))
+		fill := func(n int) []float32 { return f32s(randSlice(rng, n)) }
+		x, w, dy := fill(g.n*g.c*g.h*g.w), fill(g.oc*g.c*g.k*g.k), fill(g.n*g.oc*g.oh*g.ow)
+		y, dx, dw := make([]float32, len(dy)), make([]float32, len(x)), make([]float32, len(w))
+		ws := NewWorkspace(1)
+		gt := g.transposed()
+		// Each product through im2col (unroll -1) or the shifted GEMMs.
+		products := []struct {
+			name string
+			run  func(unroll int)
+		}{
+			{"fwd", func(unroll int) {
+				if unroll < 0 {
+					convForward(&g, ws, x, w, y)
+					return
+				}
+				p := forcedPlan[float32](&g, shiftForward, unroll)
+				shiftedConv(&p, ws, x, w, false, y)
+			}},
+			{"dx", func(unroll int) {
+				if unroll < 0 {
+					convDataGrad(&g, ws, w, dy, dx)
+					return
+				}
+				p := forcedPlan[float32](&gt, shiftForward, unroll)
+				shiftedConv(&p, ws, dy, w, true, dx)
+			}},
+			{"dw", func(unroll int) {
+				if unroll < 0 {
+					convFilterGrad(&g, ws, x, dy, dw)
+					return
+				}
+				p := forcedPlan[float32](&g, shiftFilterGrad, unroll)
+				shiftedFilterGrad(&p, ws, x, dy, dw)
+			}},
+		}
+		for _, mode := range []struct {
+			name   string
+			unroll int // forcedPlan's, -1 for im2col
+		}{{"im2col", -1}, {"u0", 1}, {"u1", 2}, {"u2", 3}} {
+			for _, pr := range products {
+				b.Run(fmt.Sprintf("c%d_k%d_%dx%d_oc%d/%s/%s", g.c, g.k, g.h, g.w, g.oc, mode.name, pr.name), func(b *testing.B) {
+					shiftedConvs = mode.unroll > 0
+					defer func() { shiftedConvs = true }()
+					defer cpuMetric(b)()
+					for b.Loop() {
+						pr.run(mode.unroll)
+					}
+				})
+			}
+		}
+	}
+}
