@@ -416,13 +416,25 @@ func validationMetric(groups []group) (valMetric, bool) {
 // with the best mean validation figure over its seeds (the first listed on a
 // tie), so that a recipe can be picked without looking at the test figures.
 func bestOnValidation(groups []group, m valMetric) string {
-	best, bestV := "", 0.0
-	for _, g := range groups {
-		if v := values(g, m.value); len(v) > 0 && (best == "" || m.better(mean(v), bestV)) {
-			best, bestV = g.name, mean(v)
+	pick := func(keep func(group) bool) (string, float64) {
+		best, bestV := "", 0.0
+		for _, g := range groups {
+			if v := values(g, m.value); keep(g) && len(v) > 0 && (best == "" || m.better(mean(v), bestV)) {
+				best, bestV = g.name, mean(v)
+			}
 		}
+		return best, bestV
 	}
-	return fmt.Sprintf("\nbest on validation: %s (%s%s)\n", best, fixed(bestV, m.decimals), m.unit)
+	best, bestV := pick(func(group) bool { return true })
+	line := fmt.Sprintf("\nbest on validation: %s (%s%s)", best, fixed(bestV, m.decimals), m.unit)
+	// Dense usually wins; what a sweep of recipes asks is the best compressed one.
+	compressed := func(g group) bool {
+		return field(g, func(s *train.Summary) string { return s.Compressor }) != "none"
+	}
+	if c, cv := pick(compressed); c != "" && c != best {
+		line += fmt.Sprintf("; best compressed: %s (%s%s)", c, fixed(cv, m.decimals), m.unit)
+	}
+	return line + "\n"
 }
 
 // table is table.md: one row per variation, aggregated over its seeds.
@@ -508,7 +520,7 @@ func table(name string, groups []group, missing []string, failed []failedRun) st
 	if hasVal {
 		b.WriteString(bestOnValidation(groups, val))
 		valNote = "Validation accuracy (or loss): the same after the last epoch, on the examples data.validation held out of the training set " +
-			"(blank for a run without one); best on validation: the variation with the best mean, by which a recipe is picked without looking at the test figures. "
+			"(blank for a run without one); best on validation: the variation with the best mean (and the best compressed one, when that is another), by which a recipe is picked without looking at the test figures. "
 	}
 	b.WriteString("\nMean ± sample standard deviation over the seeds of each variation; a single seed has no ±. " +
 		"Test accuracy and validation loss are those after the last epoch. " +

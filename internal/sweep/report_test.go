@@ -361,3 +361,23 @@ func TestResultText(t *testing.T) {
 		t.Errorf("with validation: %q", got)
 	}
 }
+
+// TestBestCompressedOnValidation: dense has the best validation accuracy
+// (91%), so the line also names the best compressed variation: dgc-b (90%,
+// above dgc-a's 89%).
+func TestBestCompressedOnValidation(t *testing.T) {
+	run := func(v, compressor string, val float64) *runData {
+		s := classifierSummary(compressor, 1, 0.9, 1, 1, 2)
+		s.ValAccuracy = ptr(val)
+		return &runData{variation: v, seed: 1, sum: &s}
+	}
+	groups := []group{
+		{name: "dense", runs: []*runData{run("dense", "none", 0.91)}},
+		{name: "dgc-a", runs: []*runData{run("dgc-a", "dgc", 0.89)}},
+		{name: "dgc-b", runs: []*runData{run("dgc-b", "dgc", 0.90)}},
+	}
+	md := table("recipes", groups, nil, nil)
+	if want := "best on validation: dense (91.00%); best compressed: dgc-b (90.00%)\n"; !strings.Contains(md, want) {
+		t.Errorf("table.md lacks %q:\n%s", want, md)
+	}
+}
