@@ -78,10 +78,11 @@ func (op *maxPoolOp) Do(vals ...G.Value) (G.Value, error) {
 		op.arg = make([]int32, os.TotalSize())
 	}
 	planes, h, w, oh, ow := s[0]*s[1], s[2], s[3], os[2], os[3]
+	xd := a[0].Data() // once: Data allocates an interface value each call
 	parallel(planes, op.ws.split(planes), func(_, lo, hi int) {
 		for p := lo; p < hi; p++ {
 			arg := op.arg[p*oh*ow:][:oh*ow]
-			switch x := a[0].Data().(type) {
+			switch x := xd.(type) {
 			case []float32:
 				op.plane32(x[p*h*w:][:h*w], y.Float32s()[p*oh*ow:][:oh*ow], arg, w, oh, ow)
 			case []float64:
