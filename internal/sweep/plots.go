@@ -397,6 +397,7 @@ func plotMetricVs(name string, groups []group, failed []failedRun, what, xLabel,
 		g      group
 		pt     plotter.XY
 		std    float64
+		text   string // the metric as table.md writes it
 		xValue float64
 	}
 	var pts []point
@@ -410,7 +411,7 @@ func plotMetricVs(name string, groups []group, failed []failedRun, what, xLabel,
 		// The x axis is linear in log10 with ticks labelled as values:
 		// plot.LogScale would do the same, but gonum/plot then places the
 		// axis label as if the axis were linear and shrinks the plot to fit it.
-		pts = append(pts, point{i, g, plotter.XY{X: math.Log10(mean(xs)), Y: mean(y)}, sampleStd(y), mean(xs)})
+		pts = append(pts, point{i, g, plotter.XY{X: math.Log10(mean(xs)), Y: mean(y)}, sampleStd(y), meanStd(y, m.decimals), mean(xs)})
 		ys = append(ys, mean(y))
 	}
 	leg := newLegend()
@@ -428,7 +429,7 @@ func plotMetricVs(name string, groups []group, failed []failedRun, what, xLabel,
 		setBand(p, lo, hi, limit, acc, anyOff)
 		for _, q := range pts {
 			at := q.pt
-			label := fmt.Sprintf("%s: %s @ %s%s", q.g.name, valueText(q.pt.Y, q.std, m.decimals), strconv.FormatFloat(q.xValue, 'g', 3, 64), unit)
+			label := fmt.Sprintf("%s: %s @ %s%s", q.g.name, q.text, strconv.FormatFloat(q.xValue, 'g', 3, 64), unit)
 			if !inside(q.pt.Y) {
 				at.Y = p.Y.Min + (p.Y.Max-p.Y.Min)*0.02 // at the axis edge
 				if !acc {
@@ -458,14 +459,6 @@ func plotMetricVs(name string, groups []group, failed []failedRun, what, xLabel,
 	}
 	addFailed(leg, groups, failed)
 	return render(p, leg)
-}
-
-// valueText is "mean ± std" (the mean alone for std 0) with decimals.
-func valueText(mean, std float64, decimals int) string {
-	if std == 0 {
-		return fixed(mean, decimals)
-	}
-	return fixed(mean, decimals) + " ± " + fixed(std, decimals)
 }
 
 func newPlot() *plot.Plot {
