@@ -16,6 +16,7 @@ package optim
 type SGD struct {
 	sgdHyper
 	exchanged map[string]exchangedStep // tensors whose momentum the gradient exchange applies
+	update    sgdUpdate
 }
 
 // exchangedStep is how SGD updates a tensor whose gradient arrives with
@@ -115,18 +116,21 @@ func (s *SGD) Step(params []Param, lr float64) error {
 		if p.NoDecay && !s.decayNormBias {
 			wd = 0
 		}
+		u := &s.update
+		u.w, u.g, u.lr, u.wd, u.m, u.nesterov = p.Value, p.Grad[:len(p.Value)], lr, wd, s.momentum, s.nesterov
 		switch how := s.exchanged[p.Name]; {
 		case how == plainStep || how == decayStep && wd == 0:
-			sgdPlain(p.Value, p.Grad, lr, 0)
+			u.kernel, u.wd = kernelPlain, 0
 		case how == decayStep && s.momentum == 0:
-			sgdPlain(p.Value, p.Grad, lr, wd)
+			u.kernel = kernelPlain
 		case how == decayStep:
-			sgdDecayMomentum(p.Value, p.Grad, s.bufs.byName[p.Name][0], lr, wd, s.momentum, s.nesterov)
+			u.kernel, u.b = kernelDecayMomentum, s.bufs.byName[p.Name][0][:len(p.Value)]
 		case s.momentum == 0:
-			sgdPlain(p.Value, p.Grad, lr, wd)
+			u.kernel = kernelPlain
 		default:
-			sgdMomentum(p.Value, p.Grad, s.bufs.byName[p.Name][0], lr, wd, s.momentum, s.nesterov)
+			u.kernel, u.b = kernelMomentum, s.bufs.byName[p.Name][0][:len(p.Value)]
 		}
+		u.apply()
 	}
 	s.step++
 	return nil

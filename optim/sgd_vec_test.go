@@ -104,3 +104,59 @@ func BenchmarkSGDPlain(b *testing.B) {
 		}
 	})
 }
+
+// TestSGDStepSplitMatchesScalar: a tensor large enough to be split over the
+// helper goroutines (sgdSplitMin) and of a length that is no whole number of
+// blocks is updated exactly as the scalar reference updates it, in every
+// kernel SGD.Step chooses, over several steps.
+func TestSGDStepSplitMatchesScalar(t *testing.T) {
+	const n = 3*sgdSplitMin + 17
+	rng := rand.New(rand.NewPCG(21, 22))
+	w0, g := make([]float32, n), make([]float32, n)
+	for i := range w0 {
+		w0[i], g[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
+	}
+	const lr, wd, m = 0.05, 5e-4, 0.9
+	for _, c := range []struct {
+		name     string
+		cfg      Config
+		exchange func(*SGD)
+		ref      func(w, b []float32)
+	}{
+		{"plain", Config{Name: "sgd", LR: lr, WeightDecay: wd}, nil,
+			func(w, _ []float32) { sgdPlainRef(w, g, lr, wd) }},
+		{"nesterov", Config{Name: "sgd", LR: lr, Momentum: m, Nesterov: true, WeightDecay: wd}, nil,
+			func(w, b []float32) { sgdMomentumRef(w, g, b, lr, wd, m, true) }},
+		{"plain-steps", Config{Name: "sgd", LR: lr, Momentum: m, WeightDecay: wd}, func(s *SGD) { s.PlainSteps("w") },
+			func(w, _ []float32) { sgdPlainRef(w, g, lr, 0) }},
+		{"decay-steps", Config{Name: "sgd", LR: lr, Momentum: m, WeightDecay: wd}, func(s *SGD) { s.DecaySteps("w") },
+			func(w, b []float32) {
+				for i, wi := range w { // DecaySteps' formula, in sgdDecayMomentum's arithmetic
+					bi := m*float64(b[i]) + wd*float64(wi)
+					b[i] = float32(bi)
+					w[i] = float32(float64(wi) - lr*(bi+float64(g[i]))) // no Nesterov: d = b
+				}
+			}},
+	} {
+		s, err := NewSGD(c.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.exchange != nil {
+			c.exchange(s)
+		}
+		w := append([]float32(nil), w0...)
+		ref, b := append([]float32(nil), w0...), make([]float32, n)
+		for step := range 3 {
+			if err := s.Step([]Param{{Name: "w", Value: w, Grad: g}}, lr); err != nil {
+				t.Fatal(err)
+			}
+			c.ref(ref, b)
+			for i := range w {
+				if !sameBits(w[i], ref[i]) {
+					t.Fatalf("%s step %d: element %d: %v, reference %v", c.name, step, i, w[i], ref[i])
+				}
+			}
+		}
+	}
+}

@@ -12,10 +12,10 @@ import (
 	"hash/fnv"
 	"math"
 	"runtime"
-	"sync"
 	"sync/atomic"
 
 	"github.com/chewxy/hm"
+	"github.com/gradwire/gradwire/internal/par"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
@@ -34,25 +34,9 @@ type elem interface{ float32 | float64 }
 func (ws *Workspace) split(n int) int { return max(1, min(ws.workers, n)) }
 
 // parallel splits [0, n) into w contiguous ranges (w from split) and runs
-// f(worker, lo, hi) on each, the first on the calling goroutine.
-func parallel(n, w int, f func(wk, lo, hi int)) {
-	if w <= 1 {
-		if n > 0 {
-			f(0, 0, n)
-		}
-		return
-	}
-	var wg sync.WaitGroup
-	wg.Add(w - 1)
-	for wk := 1; wk < w; wk++ {
-		go func() {
-			defer wg.Done()
-			f(wk, wk*n/w, (wk+1)*n/w)
-		}()
-	}
-	f(0, 0, n/w)
-	wg.Wait()
-}
+// f(worker, lo, hi) on each, the first on the calling goroutine, the others on
+// the process's helper goroutines (par.Default).
+func parallel(n, w int, f func(wk, lo, hi int)) { par.Default().Run(n, w, f) }
 
 // opIDs numbers op instances: Gorgonia merges nodes whose ops hash alike, so
 // every stateful op writes its instance id into its hash.

@@ -1,0 +1,165 @@
+// Package par runs a function over index ranges on persistent helper
+// goroutines. A training step hands work to the second core a dozen times or
+// more (every fast op, the optimizer's update); starting goroutines for each
+// hand-off costs a thread wake-up per call (tens of microseconds on a virtual
+// machine) and an allocation. The helpers here spin briefly after each call
+// before they park, so calls that follow each other closely, as the ops of one
+// step do, find them awake.
+package par
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// spinFor is how long an idle helper keeps polling for the next call before it
+// parks. The gaps between the ops of a step are a few to tens of microseconds;
+// a longer spin only burns the other core between steps. A helper yields its
+// thread while it spins (runtime.Gosched), so a runnable goroutine is not kept
+// waiting by it.
+const spinFor = 100 * time.Microsecond
+
+// Func is the work of one call: f(worker, lo, hi) handles [lo, hi).
+type Func func(wk, lo, hi int)
+
+// Pool is a set of helper goroutines. One call runs at a time; a call that
+// finds the pool busy runs on fresh goroutines instead (as before the pool),
+// so concurrent callers never wait on each other.
+type Pool struct {
+	busy    sync.Mutex
+	helpers []*helper
+	// call is the current call's generation (bumped once per call) times 256
+	// plus its worker count: a helper reads both at once, so one that missed
+	// a call never takes part in the next with the old count.
+	call    atomic.Uint64
+	pending atomic.Int32 // helpers still working on the current call
+	// The current call's work, written before call is bumped; stable until
+	// its helpers are done.
+	fn Func
+	n  int
+}
+
+type helper struct {
+	idx    int // worker index: helper i takes part w = i+1 of a call
+	asleep atomic.Bool
+	wake   chan struct{}
+}
+
+// New returns a pool of helpers helper goroutines (a call can then use up to
+// helpers+1 workers). The goroutines live as long as the process.
+func New(helpers int) *Pool {
+	p := &Pool{}
+	for i := range helpers {
+		h := &helper{idx: i + 1, wake: make(chan struct{}, 1)}
+		p.helpers = append(p.helpers, h)
+		go p.loop(h)
+	}
+	return p
+}
+
+var (
+	defaultOnce sync.Once
+	defaultPool *Pool
+)
+
+// Default is the process's shared pool, with GOMAXPROCS-1 helpers (read at
+// its first use).
+func Default() *Pool {
+	defaultOnce.Do(func() { defaultPool = New(runtime.GOMAXPROCS(0) - 1) })
+	return defaultPool
+}
+
+// Run splits [0, n) into w contiguous ranges, [k*n/w, (k+1)*n/w), and runs
+// f(k, lo, hi) on each: range 0 on the calling goroutine, the others on the
+// pool's helpers. It returns when all are done. w is capped at the pool's
+// helpers + 1 when the pool serves the call; a busy pool or one with too few
+// helpers hands the ranges to new goroutines, so the split is always w ways.
+func (p *Pool) Run(n, w int, f Func) {
+	if w <= 1 || n <= 1 {
+		if n > 0 {
+			f(0, 0, n)
+		}
+		return
+	}
+	if w-1 > len(p.helpers) || w > 255 || !p.busy.TryLock() {
+		spawn(n, w, f)
+		return
+	}
+	p.fn, p.n = f, n
+	p.pending.Store(int32(w - 1))
+	p.call.Store((p.call.Load()>>8+1)<<8 | uint64(w))
+	for _, h := range p.helpers[:w-1] {
+		if h.asleep.CompareAndSwap(true, false) {
+			h.wake <- struct{}{}
+		}
+	}
+	f(0, 0, n/w)
+	for i := 0; p.pending.Load() != 0; i++ {
+		if i > 64 {
+			runtime.Gosched()
+		}
+	}
+	p.fn = nil
+	p.busy.Unlock()
+}
+
+// loop is a helper: wait for a new call (spinning, then parked), take its
+// range when the call has one for this helper, report done.
+func (p *Pool) loop(h *helper) {
+	var seen uint64 // the pool's state before its first call
+	for {
+		seen = p.await(h, seen)
+		if w := int(seen & 255); h.idx < w {
+			p.fn(h.idx, h.idx*p.n/w, (h.idx+1)*p.n/w)
+			p.pending.Add(-1)
+		}
+	}
+}
+
+// await returns the next call after seen (see Pool.call).
+func (p *Pool) await(h *helper, seen uint64) uint64 {
+	deadline := time.Now().Add(spinFor)
+	for i := 0; ; i++ {
+		if g := p.call.Load(); g != seen {
+			return g
+		}
+		if i&63 != 63 {
+			continue
+		}
+		if time.Now().Before(deadline) {
+			runtime.Gosched()
+			continue
+		}
+		// Park. A caller that bumps call after asleep is set finds it set and
+		// wakes us; one that bumped it before is seen by the check below.
+		h.asleep.Store(true)
+		if g := p.call.Load(); g != seen {
+			if !h.asleep.CompareAndSwap(true, false) {
+				<-h.wake // the caller is sending a wake-up: take it
+			}
+			return g
+		}
+		<-h.wake
+		deadline = time.Now().Add(spinFor)
+	}
+}
+
+// spawn is Run on fresh goroutines.
+func spawn(n, w int, f Func) {
+	var wg sync.WaitGroup
+	wg.Add(w - 1)
+	for wk := 1; wk < w; wk++ {
+		go func() {
+			defer wg.Done()
+			f(wk, wk*n/w, (wk+1)*n/w)
+		}()
+	}
+	f(0, 0, n/w)
+	wg.Wait()
+}
+
+// Workers is the most workers a call on the pool runs on its own goroutines:
+// its helpers plus the caller.
+func (p *Pool) Workers() int { return len(p.helpers) + 1 }
