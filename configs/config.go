@@ -35,8 +35,8 @@ type DataConfig struct {
 	Normalize     bool   `mapstructure:"normalize" yaml:"normalize"`             // per-data-set mean/std normalisation (default true)
 	// Validation holds this many training examples out as a validation split,
 	// evaluated every epoch (0 = off). The held-out examples are the same for
-	// every run of a data set (see data.HoldOut). Images only: text's test
-	// split is already its held-out last 10%.
+	// every run of a data set (see data.HoldOutOf; text holds out the last
+	// windows of its training part).
 	Validation int `mapstructure:"validation" yaml:"validation"`
 }
 

@@ -320,11 +320,6 @@ func TestLoadErrors(t *testing.T) {
 			want: []string{`--set: data.validation: -5: must be >= 0: the number of training examples held out`},
 		},
 		{
-			name: "validation split of text",
-			sets: []string{"data.name=tinyshakespeare", "model.name=charlstm", "data.validation=1000"},
-			want: []string{`--set: data.validation: 1000: must be 0 for tinyshakespeare: its test split is already held out`},
-		},
-		{
 			name: "nesterov without momentum",
 			sets: []string{"optim.nesterov=true", "optim.momentum=0"},
 			want: []string{`--set: optim.nesterov: true: needs optim.momentum > 0`},

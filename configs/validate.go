@@ -60,8 +60,6 @@ func (c Config) problems() []problem.Problem {
 	// data are loaded: the files decide it.
 	ps.Need(d.Validation >= 0, "data.validation", d.Validation,
 		"must be >= 0: the number of training examples held out as a validation split (0 = off)")
-	ps.Need(d.Validation <= 0 || d.Name != "tinyshakespeare", "data.validation", d.Validation,
-		"must be 0 for tinyshakespeare: its test split is already held out of training (the last 10% of the corpus) and is its validation split")
 
 	m := c.Model
 	ps.Add(m.Problems()...)

@@ -12,6 +12,31 @@ import (
 // ("val" in ASCII); changing it changes every validation split.
 const holdOutSeed = 0x76616c
 
+// HoldOutOf is HoldOut for the data set ds, except that a text corpus (*Text)
+// holds out its last k windows: its windows are consecutive stretches of one
+// text, so a random choice would hold out windows whose neighbours, sharing
+// their context, are trained on. The tail is one stretch, as the corpus's own
+// test split (the last 10%) is.
+func HoldOutOf(ds Dataset, k int) (train, val []int, err error) {
+	if _, ok := ds.(*Text); ok {
+		return HoldOutTail(ds.Len(), k)
+	}
+	return HoldOut(ds.Len(), k)
+}
+
+// HoldOutTail splits the examples 0..n-1 into the last k, held out, and the
+// first n-k, both in ascending order.
+func HoldOutTail(n, k int) (train, val []int, err error) {
+	if k < 0 || k >= n {
+		return nil, nil, fmt.Errorf("hold out %d of %d examples: expected 0 <= k < %d, leaving some to train on", k, n, n)
+	}
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
+	}
+	return all[: n-k : n-k], all[n-k:], nil
+}
+
 // HoldOut splits the examples 0..n-1 of a training split into k held-out
 // validation examples and the n-k that remain for training, both in ascending
 // order. The held-out examples are the first k of a fixed permutation of

@@ -121,3 +121,31 @@ func seqInts(from, n int) []int {
 	}
 	return out
 }
+
+// TestHoldOutOfText: a text corpus holds out its last windows, one stretch
+// of text after every window it trains on; other data sets take HoldOut's
+// permutation.
+func TestHoldOutOfText(t *testing.T) {
+	corpus := []byte(strings.Repeat("the quick brown fox jumps over the lazy dog. ", 40))
+	text, err := newText("tinyshakespeare", corpus, "train", 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := text.Len()
+	train, val, err := HoldOutOf(text, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(val, seqInts(n-10, 10)) || !slices.Equal(train, seqInts(0, n-10)) {
+		t.Fatalf("text of %d windows: held out %v, trains on %d windows from %v", n, val, len(train), train[:3])
+	}
+	if _, _, err := HoldOutOf(text, n); err == nil || !strings.Contains(err.Error(), "expected 0 <= k <") {
+		t.Errorf("holding out all %d windows: %v, want a range error", n, err)
+	}
+	sub, _ := NewSubset(text, seqInts(0, n)) // not a *Text: the permutation
+	_, val2, _ := HoldOutOf(sub, 10)
+	_, want, _ := HoldOut(n, 10)
+	if !slices.Equal(val2, want) {
+		t.Errorf("a subset holds out %v, HoldOut gives %v", val2, want)
+	}
+}

@@ -253,9 +253,14 @@ func (l *epochLog) afterEpoch(e *epochDone) error {
 		return nil
 	}
 	attrs := []any{"epoch", res.Epoch, "train_loss", fmt.Sprintf("%.4f", res.TrainLoss)}
-	if res.ValBPC != nil {
+	switch {
+	case res.ValBPC != nil && res.ValLoss != nil:
+		// The corpus's test split (its last 10%) beside a validation split
+		// held out of the training part: the two must not share a name.
+		attrs = append(attrs, "test_loss", fmt.Sprintf("%.4f", res.TestLoss), "test_bpc", fmt.Sprintf("%.4f", *res.ValBPC))
+	case res.ValBPC != nil:
 		attrs = append(attrs, "val_loss", fmt.Sprintf("%.4f", res.TestLoss), "val_bpc", fmt.Sprintf("%.4f", *res.ValBPC))
-	} else {
+	default:
 		attrs = append(attrs, "test_loss", fmt.Sprintf("%.4f", res.TestLoss), "test_accuracy", fmt.Sprintf("%.4f", *res.TestAccuracy))
 	}
 	if res.ValLoss != nil && res.ValAccuracy != nil {

@@ -347,16 +347,16 @@ func (j *job) setup(ctx context.Context) error {
 }
 
 // holdOut splits the training split into the examples the run trains on and
-// the validation examples data.validation holds out (data.HoldOut: the same
+// the validation examples data.validation holds out (data.HoldOutOf: the same
 // examples for every run of the data set, whatever its seed, workers or
-// batch). Every MPI rank computes the same split: it is a function of
+// batch; a text corpus's last windows). Every MPI rank computes the same split: it is a function of
 // data.validation and the training files, which the ranks compare at start.
 func holdOut(full data.Dataset, k int) (train, val data.Dataset, err error) {
 	if n := full.Len(); k >= n {
 		return nil, nil, fmt.Errorf("data.validation: %d: must be below the %d examples of the %s training split, leaving examples to train on",
 			k, n, full.Name())
 	}
-	trainIdx, valIdx, err := data.HoldOut(full.Len(), k)
+	trainIdx, valIdx, err := data.HoldOutOf(full, k)
 	if err != nil {
 		return nil, nil, fmt.Errorf("data.validation: %w", err)
 	}
