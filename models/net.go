@@ -192,8 +192,10 @@ func newNet(cfg Config, in Input, batch, evalBatch int, seed int64, dt tensor.Dt
 		// machine would also add each one into a buffer of its own (one
 		// single-threaded pass over all parameters per step) that readGrads
 		// would then have to copy out and clear.
+		// The machine's own tensors (the sums of the gradients of nodes
+		// with several consumers) get the fast ops' engine: see ops.Engine.
 		n.gradNodes = grads
-		n.tm = G.NewTapeMachine(train)
+		n.tm = G.NewTapeMachine(train, G.WithEngine(ops.Engine()))
 		n.gradsInPlace()
 	} else {
 		n.tm = G.NewTapeMachine(train, G.BindDualValues(learnables...))

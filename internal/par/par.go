@@ -87,6 +87,26 @@ func (p *Pool) Run(n, w int, f Func) {
 		spawn(n, w, f)
 		return
 	}
+	p.run(n, w, f)
+}
+
+// RunIfIdle is Run on the pool's helpers (w capped at Workers) when the pool
+// is idle, and f(0, 0, n) on the calling goroutine when it is busy: for work
+// that is worth splitting only onto idle cores (when several model replicas
+// run at once, the cores are already busy).
+func (p *Pool) RunIfIdle(n, w int, f Func) {
+	w = min(w, p.Workers(), 255)
+	if w <= 1 || n <= 1 || !p.busy.TryLock() {
+		if n > 0 {
+			f(0, 0, n)
+		}
+		return
+	}
+	p.run(n, w, f)
+}
+
+// run is a call on the helpers; the caller holds p.busy.
+func (p *Pool) run(n, w int, f Func) {
 	p.fn, p.n = f, n
 	p.pending.Store(int32(w - 1))
 	p.call.Store((p.call.Load()>>8+1)<<8 | uint64(w))

@@ -154,3 +154,24 @@ func BenchmarkHandOffAfterGap(b *testing.B) {
 		}
 	})
 }
+
+// TestRunIfIdle: an idle pool splits the call as Run does; a busy one runs
+// it whole on the caller (worker 0).
+func TestRunIfIdle(t *testing.T) {
+	p := New(1)
+	var workers [2]atomic.Int32
+	p.RunIfIdle(100, 2, func(wk, lo, hi int) { workers[wk].Add(int32(hi - lo)) })
+	if workers[0].Load() != 50 || workers[1].Load() != 50 {
+		t.Fatalf("idle pool: worker shares %d and %d, want 50 and 50", workers[0].Load(), workers[1].Load())
+	}
+	p.Run(2, 2, func(wk, _, _ int) {
+		if wk != 0 {
+			return
+		}
+		var got [2]int
+		p.RunIfIdle(100, 2, func(wk, lo, hi int) { got[wk] += hi - lo }) // the pool is busy: inline
+		if got != [2]int{100, 0} {
+			t.Errorf("busy pool: worker shares %v, want [100 0]", got)
+		}
+	})
+}

@@ -119,13 +119,13 @@ func denseArgs(op fmt.Stringer, vals []G.Value) ([]*tensor.Dense, error) {
 func reuse(p **tensor.Dense, dt tensor.Dtype, shape tensor.Shape) *tensor.Dense {
 	t := *p
 	if t == nil || t.Dtype() != dt || t.DataSize() != shape.TotalSize() {
-		t = tensor.New(tensor.Of(dt), tensor.WithShape(shape.Clone()...))
+		t = tensor.New(tensor.Of(dt), tensor.WithShape(shape.Clone()...), tensor.WithEngine(fastEngine{}))
 		*p = t
 		return t
 	}
 	if !t.Shape().Eq(shape) {
 		if err := t.Reshape(shape...); err != nil {
-			t = tensor.New(tensor.Of(dt), tensor.WithShape(shape.Clone()...))
+			t = tensor.New(tensor.Of(dt), tensor.WithShape(shape.Clone()...), tensor.WithEngine(fastEngine{}))
 			*p = t
 		}
 	}
@@ -159,7 +159,7 @@ func writeInto(p **tensor.Dense, backing any, shape tensor.Shape) bool {
 	default:
 		return false
 	}
-	*p = tensor.New(tensor.WithShape(shape.Clone()...), tensor.WithBacking(backing))
+	*p = tensor.New(tensor.WithShape(shape.Clone()...), tensor.WithBacking(backing), tensor.WithEngine(fastEngine{}))
 	return true
 }
 

@@ -52,6 +52,9 @@ func scatterAddStride2AVX512(dst *float32, ldd int, src *float32, lds int, rows,
 // addAVX512 is kernels.AddAVX512.
 func addAVX512(dst, src *float32, n int) { kernels.AddAVX512(dst, src, n) }
 
+// add3AVX512 is kernels.Add3AVX512.
+func add3AVX512(y, a, b *float32, n int) { kernels.Add3AVX512(y, a, b, n) }
+
 // maxPool2RowAVX512 is kernels.MaxPool2RowAVX512.
 func maxPool2RowAVX512(x0, x1, y *float32, arg *int32, n int, base, w int32) {
 	kernels.MaxPool2RowAVX512(x0, x1, y, arg, n, base, w)

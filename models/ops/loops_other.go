@@ -31,6 +31,8 @@ func scatterAddStride2AVX512(_ *float32, _ int, _ *float32, _ int, _, _ int) {
 
 func addAVX512(_, _ *float32, _ int) { panic("no AVX-512 loops") }
 
+func add3AVX512(_, _, _ *float32, _ int) { panic("no AVX-512 loops") }
+
 func maxPool2RowAVX512(_, _, _ *float32, _ *int32, _ int, _, _ int32) { panic("no AVX-512 loops") }
 
 func sumAVX512(_ *float32, _ int) float32 { panic("no AVX-512 loops") }

@@ -53,6 +53,11 @@ func GatherStride2AVX512(dst *float32, ldd int, src *float32, lds int, rows, col
 //go:noescape
 func ScatterAddStride2AVX512(dst *float32, ldd int, src *float32, lds int, rows, cols int)
 
+// Add3AVX512 writes y = a + b over n values (y may be a or b).
+//
+//go:noescape
+func Add3AVX512(y, a, b *float32, n int)
+
 // AddAVX512 adds src to dst over n values.
 //
 //go:noescape

@@ -758,3 +758,36 @@ upstep:
 updone:
 	VZEROUPPER
 	RET
+
+// func add3AVX512(y, a, b *float32, n int)
+// y = a + b (y may be a or b).
+TEXT ·Add3AVX512(SB), NOSPLIT, $0-32
+	MOVQ y+0(FP), DX
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DI
+	MOVQ n+24(FP), CX
+	SUBQ $16, CX
+	JLT  a3tail
+
+a3loop:
+	VMOVUPS (SI), Z3
+	VADDPS  (DI), Z3, Z3
+	VMOVUPS Z3, (DX)
+	ADDQ    $64, DX
+	ADDQ    $64, SI
+	ADDQ    $64, DI
+	SUBQ    $16, CX
+	JGE     a3loop
+
+a3tail:
+	ADDQ $16, CX
+	JEQ  a3done
+	TAILMASK
+	VMOVUPS.Z (SI), K1, Z3
+	VMOVUPS.Z (DI), K1, Z4
+	VADDPS    Z4, Z3, Z3
+	VMOVUPS   Z3, K1, (DX)
+
+a3done:
+	VZEROUPPER
+	RET
