@@ -49,8 +49,8 @@ func scatterAddStride2AVX512(dst *float32, ldd int, src *float32, lds int, rows,
 	kernels.ScatterAddStride2AVX512(dst, ldd, src, lds, rows, cols)
 }
 
-// addAVX512 is kernels.AddAVX512.
-func addAVX512(dst, src *float32, n int) { kernels.AddAVX512(dst, src, n) }
+// addAVX512 adds src to dst over n values (kernels.Add3AVX512 with y = a).
+func addAVX512(dst, src *float32, n int) { kernels.Add3AVX512(dst, dst, src, n) }
 
 // add3AVX512 is kernels.Add3AVX512.
 func add3AVX512(y, a, b *float32, n int) { kernels.Add3AVX512(y, a, b, n) }

@@ -58,11 +58,6 @@ func ScatterAddStride2AVX512(dst *float32, ldd int, src *float32, lds int, rows,
 //go:noescape
 func Add3AVX512(y, a, b *float32, n int)
 
-// AddAVX512 adds src to dst over n values.
-//
-//go:noescape
-func AddAVX512(dst, src *float32, n int)
-
 // MaxPool2RowAVX512 computes one output row of a 2×2 stride-2 max-pool
 // (n outputs from input rows x0 and x1) with the argmax offsets base + 2j +
 // (0, 1, w or w+1) of the first of each window's values, in row-major

@@ -524,37 +524,6 @@ s2done:
 	VZEROUPPER
 	RET
 
-// func addAVX512(dst, src *float32, n int)
-// dst += src over n values.
-TEXT ·AddAVX512(SB), NOSPLIT, $0-24
-	MOVQ dst+0(FP), DX
-	MOVQ src+8(FP), SI
-	MOVQ n+16(FP), CX
-	SUBQ $16, CX
-	JLT  adtail
-
-adloop:
-	VMOVUPS (DX), Z3
-	VADDPS  (SI), Z3, Z3
-	VMOVUPS Z3, (DX)
-	ADDQ    $64, DX
-	ADDQ    $64, SI
-	SUBQ    $16, CX
-	JGE     adloop
-
-adtail:
-	ADDQ $16, CX
-	JEQ  addone
-	TAILMASK
-	VMOVUPS.Z (DX), K1, Z3
-	VMOVUPS.Z (SI), K1, Z4
-	VADDPS    Z4, Z3, Z3
-	VMOVUPS   Z3, K1, (DX)
-
-addone:
-	VZEROUPPER
-	RET
-
 DATA oddidx<>+0(SB)/4, $1
 DATA oddidx<>+4(SB)/4, $3
 DATA oddidx<>+8(SB)/4, $5
