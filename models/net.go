@@ -195,7 +195,7 @@ func newNet(cfg Config, in Input, batch, evalBatch int, seed int64, dt tensor.Dt
 		// The machine's own tensors (the sums of the gradients of nodes
 		// with several consumers) get the fast ops' engine: see ops.Engine.
 		n.gradNodes = grads
-		n.tm = G.NewTapeMachine(train, G.WithEngine(ops.Engine()))
+		n.tm = G.NewTapeMachine(train, G.WithEngine(ops.Engine(n.train.b.ws)))
 		n.gradsInPlace()
 	} else {
 		n.tm = G.NewTapeMachine(train, G.BindDualValues(learnables...))

@@ -12,12 +12,18 @@ import (
 // scalar loop, a few percent of a ResNet-20 step with the other core idle.
 // Here the sum is split over the helper goroutines and vectorised. An
 // element's sum is a + b either way, so the bits do not change.
-type fastEngine struct{ tensor.StdEng }
+type fastEngine struct {
+	tensor.StdEng
+	split bool // sums of addSplitMin values and more are split over the helpers
+}
 
 // Engine is the engine of the fast ops' tensors, for the tape machine that
 // runs them (gorgonia.WithEngine): the gradient sums Gorgonia inserts run on
-// the engine of tensors the machine allocates.
-func Engine() tensor.Engine { return fastEngine{} }
+// the engine of tensors the machine allocates. They are split over the
+// helper goroutines when the workspace's ops split their work (ws.Workers()
+// > 1): a replica whose ops run on one goroutine shares the cores with
+// other replicas.
+func Engine(ws *Workspace) tensor.Engine { return fastEngine{split: ws.workers > 1} }
 
 // addSplitMin is the smallest sum split over the helpers.
 const addSplitMin = 1 << 14
@@ -26,14 +32,14 @@ const addSplitMin = 1 << 14
 // it unsafe, for float32 tensors of one shape laid out contiguously; every
 // other case (increments, new results, views, float64) is StdEng's.
 func (e fastEngine) Add(a, b tensor.Tensor, opts ...tensor.FuncOpt) (tensor.Tensor, error) {
-	if out := fastAdd(a, b, opts); out != nil {
+	if out := fastAdd(a, b, opts, e.split); out != nil {
 		return out, nil
 	}
 	return e.StdEng.Add(a, b, opts...)
 }
 
 // fastAdd is Add's fast path; nil when the call is not one it takes.
-func fastAdd(a, b tensor.Tensor, opts []tensor.FuncOpt) tensor.Tensor {
+func fastAdd(a, b tensor.Tensor, opts []tensor.FuncOpt, split bool) tensor.Tensor {
 	da, ok1 := a.(*tensor.Dense)
 	db, ok2 := b.(*tensor.Dense)
 	if !ok1 || !ok2 || !plainF32(da) || !plainF32(db) || !da.Shape().Eq(db.Shape()) {
@@ -53,7 +59,7 @@ func fastAdd(a, b tensor.Tensor, opts []tensor.FuncOpt) tensor.Tensor {
 	} else if fo.Safe() {
 		return nil
 	}
-	addInto(dst.Float32s(), da.Float32s(), db.Float32s())
+	addInto(dst.Float32s(), da.Float32s(), db.Float32s(), split)
 	return dst
 }
 
@@ -63,12 +69,12 @@ func plainF32(t *tensor.Dense) bool {
 }
 
 // addInto writes y = a + b (y may be a or b), split over the helper
-// goroutines when it is long and they are idle.
-func addInto(y, a, b []float32) {
+// goroutines when split is set, y is long and they are idle.
+func addInto(y, a, b []float32, split bool) {
 	n := len(y)
 	a, b = a[:n], b[:n]
 	w := 1
-	if n >= addSplitMin {
+	if split && n >= addSplitMin {
 		w = par.Default().Workers()
 	}
 	par.Default().RunIfIdle(n, w, func(_, lo, hi int) {

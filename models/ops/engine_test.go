@@ -9,7 +9,7 @@ import (
 func f32Tensor(eng bool, vals ...float32) *tensor.Dense {
 	opts := []tensor.ConsOpt{tensor.WithShape(len(vals)), tensor.WithBacking(append([]float32(nil), vals...))}
 	if eng {
-		opts = append(opts, tensor.WithEngine(fastEngine{}))
+		opts = append(opts, tensor.WithEngine(fastEngine{split: true}))
 	}
 	return tensor.New(opts...)
 }
@@ -37,7 +37,7 @@ func TestFastEngineAdd(t *testing.T) {
 
 	// Reuse: the fast path writes into the reuse tensor.
 	a, b, r := f32Tensor(true, av...), f32Tensor(false, bv...), f32Tensor(false, make([]float32, n)...)
-	if fastAdd(a, b, []tensor.FuncOpt{tensor.WithReuse(r)}) == nil {
+	if fastAdd(a, b, []tensor.FuncOpt{tensor.WithReuse(r)}, true) == nil {
 		t.Fatal("reuse: not taken by the fast path")
 	}
 	check("reuse", r, sum)
@@ -57,7 +57,7 @@ func TestFastEngineAdd(t *testing.T) {
 
 	// Cases left to StdEng: same values all the same.
 	a = f32Tensor(true, av...)
-	if fastAdd(a, b, nil) != nil {
+	if fastAdd(a, b, nil, true) != nil {
 		t.Error("a safe add without reuse (a new result) took the fast path")
 	}
 	got, err = tensor.Add(a, b)
@@ -69,7 +69,7 @@ func TestFastEngineAdd(t *testing.T) {
 	for i := range n {
 		inc.Float32s()[i] = 1
 	}
-	if fastAdd(a, b, []tensor.FuncOpt{tensor.WithIncr(inc)}) != nil {
+	if fastAdd(a, b, []tensor.FuncOpt{tensor.WithIncr(inc)}, true) != nil {
 		t.Error("an increment took the fast path")
 	}
 	if _, err = tensor.Add(a, b, tensor.WithIncr(inc)); err != nil {
@@ -77,7 +77,7 @@ func TestFastEngineAdd(t *testing.T) {
 	}
 	check("incr", inc, func(i int) float32 { return 1 + sum(i) })
 	short := f32Tensor(false, bv[:n-1]...)
-	if fastAdd(a, short, []tensor.FuncOpt{tensor.UseUnsafe()}) != nil {
+	if fastAdd(a, short, []tensor.FuncOpt{tensor.UseUnsafe()}, true) != nil {
 		t.Error("operands of different shapes took the fast path")
 	}
 	d64 := tensor.New(tensor.WithShape(3), tensor.WithBacking([]float64{1, 2, 3}), tensor.WithEngine(fastEngine{}))
