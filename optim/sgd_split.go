@@ -54,8 +54,10 @@ func (u *sgdUpdate) apply() {
 		if u.fn == nil {
 			u.fn = u.run
 		}
+		// The update comes once a step, tensor after tensor: the helpers
+		// need not poll past it (other replicas may be computing).
 		p := par.Default()
-		p.Run(blocks, p.Workers(), u.fn)
+		p.RunLinger(blocks, p.Workers(), u.fn, par.LingerBurst)
 	}
 	u.w, u.g, u.b = nil, nil, nil
 }

@@ -14,16 +14,23 @@ import (
 	"time"
 )
 
-// spinFor is how long an idle helper keeps polling for the next call before it
-// parks. The gaps between the ops of a step are a few to tens of microseconds;
-// a longer spin only burns the other core between steps. The helper polls
-// without yielding (runtime.Gosched): measured on the mlp step, a yielding
-// helper lost the parallel speed-up in most trials (1.8 ms against 1.0 ms),
-// and a helper on a thread of its own (runtime.LockOSThread) was the
-// steadiest; a yield even every 4,096 polls made a locked helper slow again.
-// A spinning helper holds its processor for up to spinFor, so a pool should
-// have fewer helpers than GOMAXPROCS (Default has GOMAXPROCS-1).
-const spinFor = 100 * time.Microsecond
+// Linger is how long an idle helper keeps polling for the next call before it
+// parks; each call sets it (Run: LingerOps, RunLinger: any). The helper polls
+// without yielding (runtime.Gosched) and on no thread of its own. Measured
+// on the 2-core Xeon, best of interleaved trials (mlp step at batch 64 /
+// ResNet-20 step): a helper yielding every 64 polls lost the mlp step's
+// parallel speed-up in most trials (1.8 against 1.0 ms); one locked to its OS
+// thread (runtime.LockOSThread) was steady on mlp but 5-10% slower on
+// ResNet-20, whose longer serial stretches park it and a locked goroutine
+// wakes slowly; polling 1 ms rather than 100 or 300 µs gave the steadiest
+// figures on both (1.0-1.1 ms, 100-102 ms). A polling helper holds a
+// processor, so a pool should have fewer helpers than GOMAXPROCS (Default
+// has GOMAXPROCS-1), and work that comes once per step (the optimizer's
+// update, while other replicas compute) should linger briefly.
+const (
+	LingerOps   = time.Millisecond      // between the ops of a step
+	LingerBurst = 50 * time.Microsecond // within a burst of calls, then park
+)
 
 // Func is the work of one call: f(worker, lo, hi) handles [lo, hi).
 type Func func(wk, lo, hi int)
@@ -41,8 +48,9 @@ type Pool struct {
 	pending atomic.Int32 // helpers still working on the current call
 	// The current call's work, written before call is bumped; stable until
 	// its helpers are done.
-	fn Func
-	n  int
+	fn     Func
+	n      int
+	linger time.Duration
 }
 
 type helper struct {
@@ -80,7 +88,11 @@ func Default() *Pool {
 // pool's helpers. It returns when all are done. w is capped at the pool's
 // helpers + 1 when the pool serves the call; a busy pool or one with too few
 // helpers hands the ranges to new goroutines, so the split is always w ways.
-func (p *Pool) Run(n, w int, f Func) {
+func (p *Pool) Run(n, w int, f Func) { p.RunLinger(n, w, f, LingerOps) }
+
+// RunLinger is Run with the helpers polling for linger after the call before
+// they park.
+func (p *Pool) RunLinger(n, w int, f Func, linger time.Duration) {
 	if w <= 1 || n <= 1 {
 		if n > 0 {
 			f(0, 0, n)
@@ -91,7 +103,7 @@ func (p *Pool) Run(n, w int, f Func) {
 		spawn(n, w, f)
 		return
 	}
-	p.run(n, w, f)
+	p.run(n, w, f, linger)
 }
 
 // RunIfIdle is Run on the pool's helpers (w capped at Workers) when the pool
@@ -106,12 +118,12 @@ func (p *Pool) RunIfIdle(n, w int, f Func) {
 		}
 		return
 	}
-	p.run(n, w, f)
+	p.run(n, w, f, LingerOps)
 }
 
 // run is a call on the helpers; the caller holds p.busy.
-func (p *Pool) run(n, w int, f Func) {
-	p.fn, p.n = f, n
+func (p *Pool) run(n, w int, f Func, linger time.Duration) {
+	p.fn, p.n, p.linger = f, n, linger
 	p.pending.Store(int32(w - 1))
 	p.call.Store((p.call.Load()>>8+1)<<8 | uint64(w))
 	for _, h := range p.helpers[:w-1] {
@@ -134,20 +146,22 @@ func (p *Pool) run(n, w int, f Func) {
 // loop is a helper: wait for a new call (spinning, then parked), take its
 // range when the call has one for this helper, report done.
 func (p *Pool) loop(h *helper) {
-	runtime.LockOSThread()
 	var seen uint64 // the pool's state before its first call
+	linger := LingerOps
 	for {
-		seen = p.await(h, seen)
+		seen = p.await(h, seen, linger)
 		if w := int(seen & 255); h.idx < w {
+			linger = p.linger
 			p.fn(h.idx, h.idx*p.n/w, (h.idx+1)*p.n/w)
 			p.pending.Add(-1)
 		}
 	}
 }
 
-// await returns the next call after seen (see Pool.call).
-func (p *Pool) await(h *helper, seen uint64) uint64 {
-	deadline := time.Now().Add(spinFor)
+// await returns the next call after seen (see Pool.call), polling for linger
+// before it parks.
+func (p *Pool) await(h *helper, seen uint64, linger time.Duration) uint64 {
+	deadline := time.Now().Add(linger)
 	for i := 0; ; i++ {
 		if g := p.call.Load(); g != seen {
 			return g
@@ -168,7 +182,7 @@ func (p *Pool) await(h *helper, seen uint64) uint64 {
 			return g
 		}
 		<-h.wake
-		deadline = time.Now().Add(spinFor)
+		deadline = time.Now().Add(linger)
 	}
 }
 

@@ -58,7 +58,7 @@ func TestRunAfterParking(t *testing.T) {
 	p := New(1)
 	for range 5 {
 		cover(t, p, 100, 2)
-		time.Sleep(3 * spinFor)
+		time.Sleep(3 * LingerOps)
 	}
 }
 
