@@ -177,3 +177,23 @@ func TestRunIfIdle(t *testing.T) {
 		}
 	})
 }
+
+// TestClaim: a range is taken once, and only within its own call.
+func TestClaim(t *testing.T) {
+	p := New(0)
+	p.claims.Store(5 << 32)
+	if !p.claim(5, 1) || p.claim(5, 1) {
+		t.Fatal("range 1 of call 5: want taken exactly once")
+	}
+	if p.claim(4, 2) || p.claim(6, 2) {
+		t.Fatal("a claim for another call succeeded")
+	}
+	if !p.claim(5, 2) {
+		t.Fatal("range 2 of call 5 not taken")
+	}
+	gen := uint64(1<<32 + 7)
+	p.claims.Store(gen << 32) // the word keeps the generation's low 32 bits
+	if !p.claim(gen, 3) {
+		t.Fatal("range 3 of a call past 2^32 not taken")
+	}
+}
