@@ -32,6 +32,9 @@ type Net struct {
 
 	train, eval *graph
 	tm, em      G.VM
+	// run and runEval execute tm and em: on the caller's goroutine where
+	// possible (see directTape), else through RunAll.
+	run, runEval func() error
 	// gradNodes are the parameters' gradient nodes, whose values readGrads
 	// reads after a step; nil where the machine binds dual values (model.ops
 	// gorgonia), whose gradients readGrads reads from the parameters.
@@ -201,6 +204,13 @@ func newNet(cfg Config, in Input, batch, evalBatch int, seed int64, dt tensor.Dt
 		n.tm = G.NewTapeMachine(train, G.BindDualValues(learnables...))
 	}
 	n.em = G.NewTapeMachine(n.eval.b.g)
+	n.run, n.runEval = n.tm.RunAll, n.em.RunAll
+	if d := newDirectTape(n.tm); d != nil && n.train.b.fast() {
+		n.run = d.RunAll
+	}
+	if d := newDirectTape(n.em); d != nil {
+		n.runEval = d.RunAll
+	}
 	// NewTapeMachine switches every BatchNorm op to training (Gorgonia's op also
 	// resets its running statistics); start them all at mean 0, variance 1. The
 	// evaluation graph's ops must use running statistics, copied in from the
@@ -349,7 +359,7 @@ func (n *Net) Step(x []float32, y []int32) (float64, error) {
 		return 0, err
 	}
 	defer n.tm.Reset()
-	if err := n.tm.RunAll(); err != nil {
+	if err := n.run(); err != nil {
 		return 0, fmt.Errorf("model %s: training step: %w", n.cfg.Name, err)
 	}
 	if err := n.readGrads(); err != nil {
@@ -379,7 +389,7 @@ func (n *Net) Predict(x []float32, out []float32) error {
 		return err
 	}
 	defer n.em.Reset()
-	if err := n.em.RunAll(); err != nil {
+	if err := n.runEval(); err != nil {
 		return fmt.Errorf("model %s: evaluation: %w", n.cfg.Name, err)
 	}
 	switch v := n.eval.logits.Value().Data().(type) {
