@@ -20,7 +20,7 @@ without training:
 
   runs.csv                     one row per run: variation, seed, every summary.json field
   table.md                     one row per variation, mean ± std over seeds
-  test_metric.png              test accuracy (or validation loss) per epoch
+  test_metric.png              test accuracy (or test loss) per epoch
   accuracy_vs_compression.png  final test accuracy vs steady compression ratio
   train_loss.png               logged training loss per step
 

@@ -47,7 +47,7 @@ func style(i int) (draw.LineStyle, draw.GlyphStyle) {
 }
 
 // classifiers reports whether any run has a test accuracy: the plots then show
-// accuracy (of the classifier runs); otherwise validation loss.
+// accuracy (of the classifier runs); otherwise the test loss.
 func classifiers(groups []group) bool {
 	for _, g := range groups {
 		for _, r := range g.runs {
@@ -153,8 +153,8 @@ func plotTestMetric(name string, groups []group, failed []failedRun) (*figure, e
 		p.Title.Text = name + ": test accuracy per epoch (mean ± std over seeds)"
 		p.Y.Label.Text = "test accuracy (%)"
 	} else {
-		p.Title.Text = name + ": validation loss per epoch (mean ± std over seeds)"
-		p.Y.Label.Text = "validation loss (nats/char)"
+		p.Title.Text = name + ": test loss per epoch (mean ± std over seeds)"
+		p.Y.Label.Text = "test loss (nats/char)"
 	}
 	p.X.Label.Text = "epoch"
 	type curve struct {
@@ -356,7 +356,7 @@ func compressed(groups []group) bool {
 }
 
 // plotMetricVsCompression draws each variation's final test accuracy (or
-// validation loss) against its steady-state compression ratio on a log axis:
+// test loss) against its steady-state compression ratio on a log axis:
 // means over seeds with ±std error bars, the legend a table of the values.
 // Nil when no variation compresses.
 func plotMetricVsCompression(name string, groups []group, failed []failedRun) (*figure, error) {
@@ -388,8 +388,8 @@ func plotMetricVs(name string, groups []group, failed []failedRun, what, xLabel,
 		p.Title.Text = name + ": final test accuracy vs " + what
 		p.Y.Label.Text = "final test accuracy (%, mean ± std over seeds)"
 	} else {
-		p.Title.Text = name + ": final validation loss vs " + what
-		p.Y.Label.Text = "final validation loss (nats/char, mean ± std)"
+		p.Title.Text = name + ": final test loss vs " + what
+		p.Y.Label.Text = "final test loss (nats/char, mean ± std)"
 	}
 	p.X.Label.Text = xLabel
 	type point struct {

@@ -370,8 +370,9 @@ var (
 		return *s.TestAccuracy * percentPerUnit, true
 	}}
 	// The language model has no accuracy: summary.json's test_loss is its
-	// validation loss in nats per character.
-	lossMetric = metric{"validation loss (nats/char)", "Δ dense (nats/char)", 3, func(s *train.Summary) (float64, bool) {
+	// loss on the corpus's test split in nats per character ("test", so that
+	// "validation" only ever means the split held out of the training data).
+	lossMetric = metric{"test loss (nats/char)", "Δ dense (nats/char)", 3, func(s *train.Summary) (float64, bool) {
 		return s.TestLoss, s.TestAccuracy == nil
 	}}
 )
@@ -400,11 +401,17 @@ var (
 	}}, func(a, b float64) bool { return a < b }, " nats"}
 )
 
-// validationMetric is the validation column table.md shows: accuracy when a
-// run has it, else the loss when a run has it; ok is false when no run holds
-// a validation split out.
+// validationMetric is the validation column table.md shows: for classifiers
+// accuracy when a run has it, else the loss when a run has it; for language
+// models (no test accuracy) the loss first, which is what they are trained
+// and compared on (their next-character accuracy is a side figure). ok is
+// false when no run holds a validation split out.
 func validationMetric(groups []group) (valMetric, bool) {
-	for _, m := range []valMetric{valAccuracyMetric, valLossMetric} {
+	order := []valMetric{valAccuracyMetric, valLossMetric}
+	if !classifiers(groups) {
+		order = []valMetric{valLossMetric, valAccuracyMetric}
+	}
+	for _, m := range order {
 		if slices.ContainsFunc(groups, func(g group) bool { return len(values(g, m.value)) > 0 }) {
 			return m, true
 		}
@@ -523,7 +530,7 @@ func table(name string, groups []group, missing []string, failed []failedRun) st
 			"(blank for a run without one); best on validation: the variation with the best mean (and the best compressed one, when that is another), by which a recipe is picked without looking at the test figures. "
 	}
 	b.WriteString("\nMean ± sample standard deviation over the seeds of each variation; a single seed has no ±. " +
-		"Test accuracy and validation loss are those after the last epoch. " +
+		"Test accuracy and test loss are those after the last epoch. " +
 		valNote +
 		"Δ dense: difference of the means from the baseline, the first variation with compressor none and the same model, workers and global batch (blank when there is none). " +
 		"Compression ratio: bytes of dense float32 gradients over bytes sent, over the whole run; steady: after the compressor's warm-up. " +

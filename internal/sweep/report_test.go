@@ -155,7 +155,7 @@ variations:
 	}
 }
 
-// TestReportLanguageModel: without accuracies the table shows validation loss.
+// TestReportLanguageModel: without accuracies the table shows the test loss.
 func TestReportLanguageModel(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "lm")
 	for i, loss := range []float64{1.70, 1.75} {
@@ -171,7 +171,7 @@ func TestReportLanguageModel(t *testing.T) {
 	}
 	// No sweep.yaml: variations by name. dgc: 1.80, 1.85 -> 1.825 ± 0.035, +0.100 from dense.
 	for _, want := range []string{
-		"| validation loss (nats/char) | Δ dense (nats/char) |",
+		"| test loss (nats/char) | Δ dense (nats/char) |",
 		"| dense | charlstm | none | 4 | 128 | adam | 1, 2 | 1.725 ± 0.035 | baseline | 1.00 ± 0.00 | 1.00 ± 0.00 |  |",
 		"| dgc | charlstm | dgc | 4 | 128 | adam | 1, 2 | 1.825 ± 0.035 | +0.100 | 200 ± 0 | 999 ± 0 |  |",
 	} {
@@ -236,6 +236,18 @@ func TestReportValidation(t *testing.T) {
 	if res, err := Report(lossOnly, nil); err != nil || !strings.Contains(res.Table, "| validation loss (nats) |") ||
 		!strings.Contains(res.Table, "best on validation: v1 (0.400 nats)") {
 		t.Errorf("validation loss only: err %v, table\n%s", err, res.Table)
+	}
+	// A language model (no test accuracy) is picked on its validation loss,
+	// also where its next-character accuracy would pick another variation.
+	lm := filepath.Join(t.TempDir(), "lm")
+	for i, v := range []struct{ loss, acc float64 }{{1.90, 0.45}, {1.85, 0.44}} {
+		s := train.Summary{Model: "charlstm", Compressor: "none", Workers: 4, GlobalBatch: 128, Optimizer: "sgd", Seed: 1,
+			TestLoss: v.loss + 0.05, ValLoss: ptr(v.loss), ValAccuracy: ptr(v.acc), CompressionRatio: 1, CompressionRatioSteady: 1}
+		writeRun(t, lm, fmt.Sprintf("lr%d", i), s)
+	}
+	if res, err := Report(lm, nil); err != nil || !strings.Contains(res.Table, "| validation loss (nats) |") ||
+		!strings.Contains(res.Table, "best on validation: lr1 (1.850 nats)") {
+		t.Errorf("language model: err %v, table\n%s", err, res.Table)
 	}
 	// No validation figures at all: no column, no line.
 	none := filepath.Join(t.TempDir(), "none")
