@@ -67,6 +67,10 @@ type DistConfig struct {
 	Backend    string `mapstructure:"backend" yaml:"backend"`         // local (in-process) or mpi
 	Ranks      int    `mapstructure:"ranks" yaml:"ranks"`             // expected MPI world size; 0 = any that divides workers
 	CheckEvery int    `mapstructure:"check_every" yaml:"check_every"` // steps between replica agreement checks
+	// Pipeline is the pipeline width: 1 exchanges each step's gradients before
+	// the next step computes; 2 exchanges them while the next step computes
+	// and applies them one step late (dist.Engine.StepPipelined).
+	Pipeline int `mapstructure:"pipeline" yaml:"pipeline"`
 }
 
 // NetworkConfig is the `network` section: the cluster the time model predicts for.

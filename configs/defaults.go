@@ -49,6 +49,7 @@ func Default() Config {
 			Backend:    "local",
 			Ranks:      0,
 			CheckEvery: 100,
+			Pipeline:   1,
 		},
 		Compress: compress.DefaultConfig(),
 		Network: NetworkConfig{

@@ -93,6 +93,10 @@ func (c Config) problems() []problem.Problem {
 	ps.OneOf("dist.backend", c.Dist.Backend, backendNames)
 	ps.Within("dist.ranks", c.Dist.Ranks, 0, maxWorkers)
 	ps.AtLeast("dist.check_every", c.Dist.CheckEvery, 1)
+	ps.Need(c.Dist.Pipeline == 1 || c.Dist.Pipeline == 2, "dist.pipeline", c.Dist.Pipeline,
+		"must be 1 (exchange, then the next step) or 2 (exchange while the next step computes; wider pipelines only add staleness)")
+	ps.Need(c.Dist.Pipeline != 2 || m.Precision != models.PrecisionFloat64, "dist.pipeline", c.Dist.Pipeline,
+		"2 needs model.precision float32 (float64 gradients are exchanged synchronously)")
 	ps.Within("data.global_batch", c.Data.GlobalBatch, 0, maxBatch)
 	ps.Need(c.Data.GlobalBatch <= 0 || c.Dist.Workers < 1 || c.Data.GlobalBatch%c.Dist.Workers == 0, "data.global_batch", c.Data.GlobalBatch,
 		fmt.Sprintf("must split evenly over dist.workers=%d (a multiple of %d)", c.Dist.Workers, c.Dist.Workers))

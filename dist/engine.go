@@ -88,8 +88,9 @@ type Engine struct {
 	// allocates nothing here: each ready channel carries exactly one value a step.
 	ready    []chan error
 	errs     []error
-	causes   []error // the model's own failures (a NaN loss, say)
-	prepErrs []error // the exchanges' failures in Preparer.Prepare
+	causes   []error   // the model's own failures (a NaN loss, say)
+	prepErrs []error   // the exchanges' failures in Preparer.Prepare
+	pipe     *pipeline // dist.pipeline 2 (EnablePipeline); nil otherwise
 }
 
 // NewEngine builds an engine over the local members (ranks Rank()..Rank()+len-1 of
@@ -227,13 +228,8 @@ func (e *Engine) Step(step int, batch func(w int) ([]float32, []int32)) (float64
 			defer wg.Done()
 			rep := e.replicas[r]
 			for w := r; w < nw; w += nr {
-				x, y := batch(w)
-				t0 := time.Now()
-				loss, err := rep.Step(x, y)
-				e.compute[w] = time.Since(t0)
+				err := e.computeWorker(rep, w, batch)
 				if err == nil {
-					e.losses[w][0] = float32(loss)
-					e.own[w] = loss
 					// The exchange's failure, not the model's: it goes
 					// with the other exchange errors.
 					e.prepErrs[w] = e.collect(w, r, step)
@@ -281,6 +277,21 @@ func (e *Engine) Step(step int, batch func(w int) ([]float32, []int32)) (float64
 	}
 	e.publish()
 	return float64(e.losses[0][0] / float32(e.Workers())), nil
+}
+
+// computeWorker runs local worker w's forward and backward on replica rep,
+// timing it and keeping its loss for the step's loss sum.
+func (e *Engine) computeWorker(rep Replica, w int, batch func(w int) ([]float32, []int32)) error {
+	x, y := batch(w)
+	t0 := time.Now()
+	loss, err := rep.Step(x, y)
+	e.compute[w] = time.Since(t0)
+	if err != nil {
+		return err
+	}
+	e.losses[w][0] = float32(loss)
+	e.own[w] = loss
+	return nil
 }
 
 // WorkerLosses returns the loss each logical worker of the run computed in the

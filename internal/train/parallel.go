@@ -165,8 +165,13 @@ func (j *job) setupReplicas(ctx context.Context, in models.Input, evalBatch int)
 		j.exchanges[w], exchangers[w] = x, x
 	}
 	var err error
-	j.engine, err = dist.NewEngine(j.members, reps, exchangers)
-	return err
+	if j.engine, err = dist.NewEngine(j.members, reps, exchangers); err != nil {
+		return err
+	}
+	if j.cfg.Dist.Pipeline == 2 {
+		return j.engine.EnablePipeline()
+	}
+	return nil
 }
 
 // fitOptimizer configures the optimizer for what the exchange does
@@ -305,9 +310,9 @@ func (j *job) fillTraffic(s *Summary, workers []workerState) {
 	}
 	compute := j.computeS / float64(j.computeN)
 	tm := &TimeModel{ComputeSecondsPerStep: compute, BytesPerWorkerStep: perStep, Topology: net.Topology, LatencyUs: net.LatencyUs,
-		LinkBytesPerStep: int64(math.Round(net.StepLinkBytes(traffic, n)))}
+		LinkBytesPerStep: int64(math.Round(net.StepLinkBytes(traffic, n))), Pipelined: j.pipelined()}
 	for _, gbps := range []float64{1, 10, 100} {
-		p := net.At(gbps).Predict(compute, traffic, n, false)
+		p := net.At(gbps).Predict(compute, traffic, n, j.pipelined())
 		tm.Predictions = append(tm.Predictions, PredictionAt{Gbps: gbps, CommSeconds: p.CommSeconds, StepSeconds: p.StepSeconds, SpeedUp: p.SpeedUp})
 	}
 	s.TimeModel = tm

@@ -434,6 +434,16 @@ func (j *job) loop(ctx context.Context, st *checkpoint, h *loopHooks) (*Summary,
 			if err != nil {
 				return nil, err
 			}
+			if (stop || due) && j.pipelined() {
+				// A gradient is in flight inside an epoch, and draining it here
+				// would make the run depend on when checkpoints are taken:
+				// pipelined runs checkpoint at epoch ends only.
+				if stop {
+					return nil, &Interrupted{Dir: j.opts.OutDir, Epoch: epoch + 1, Step: globalStep,
+						Cause: errors.Join(ctx.Err(), errors.New("dist.pipeline 2 checkpoints at epoch ends only: a resume starts from the last epoch's checkpoint"))}
+				}
+				due = false
+			}
 			if stop || due {
 				path := ""
 				if h.ckpt != nil {
@@ -458,6 +468,11 @@ func (j *job) loop(ctx context.Context, st *checkpoint, h *loopHooks) (*Summary,
 			if err := runHooks(h.all, func(k hook) error { return k.afterStep(&done) }); err != nil {
 				return nil, err
 			}
+		}
+		// The pipeline's last gradient is applied before the epoch's
+		// evaluation and checkpoint, so that they hold no gradient in flight.
+		if err := j.drain(lr); err != nil {
+			return nil, h.div.diverged(fmt.Errorf("epoch %d: the pipeline's last update: %w", epoch+1, err))
 		}
 		trainSeconds := priorSeconds + time.Since(t0).Seconds()
 		elapsed += trainSeconds
@@ -578,21 +593,56 @@ func (j *job) trainStep(perm []int, epoch, step, globalStep int, lr float64) (fl
 	if j.aug != nil {
 		j.aug.Apply(bb.x, idx, epoch)
 	}
+	if j.pipelined() {
+		loss, applied, err := j.engine.StepPipelined(globalStep, bb.worker)
+		if err != nil {
+			return 0, err
+		}
+		j.computeS += j.engine.ComputeSeconds()
+		j.computeN++
+		if applied {
+			err = j.update(lr)
+		}
+		return loss, err
+	}
 	loss, err := j.engine.Step(globalStep, bb.worker)
 	if err != nil {
 		return 0, err
 	}
 	j.computeS += j.engine.ComputeSeconds()
 	j.computeN++
+	return loss, j.update(lr)
+}
+
+// pipelined reports whether the run exchanges gradients while the next step
+// computes (dist.pipeline 2).
+func (j *job) pipelined() bool { return j.cfg.Dist.Pipeline == 2 }
+
+// drain applies the gradient a pipelined run still has in flight (nothing
+// otherwise), at learning rate lr.
+func (j *job) drain(lr float64) error {
+	if !j.pipelined() {
+		return nil
+	}
+	applied, err := j.engine.Drain()
+	if err != nil || !applied {
+		return err
+	}
+	return j.update(lr)
+}
+
+// update takes one optimizer step on replica 0 with the mean gradient the
+// engine wrote into its Grad, and copies the parameters to the other replicas.
+func (j *job) update(lr float64) error {
 	params := j.net.Params()
 	if j.cfg.Optim.ClipNorm > 0 {
 		optim.ClipGlobalNorm(params, j.cfg.Optim.ClipNorm)
 	}
 	if err := j.opt.Step(params, lr); err != nil {
-		return 0, err
+		return err
 	}
 	j.engine.SyncReplicas()
-	return loss, nil
+	return nil
 }
 
 func (j *job) isLM() bool { return j.train.YLen() > 1 }

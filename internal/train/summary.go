@@ -68,10 +68,12 @@ type TimeModel struct {
 	// LinkBytesPerStep is what crosses the busiest link per steady step for
 	// the topology and each round's collective: (N-1) x the payload for an
 	// all-gather on a ring, 2(N-1)/N x the buffer for an all-reduce.
-	LinkBytesPerStep int64          `json:"link_bytes_per_step"`
-	Topology         string         `json:"topology"`
-	LatencyUs        float64        `json:"latency_us"`
-	Predictions      []PredictionAt `json:"predictions"`
+	LinkBytesPerStep int64   `json:"link_bytes_per_step"`
+	Topology         string  `json:"topology"`
+	LatencyUs        float64 `json:"latency_us"`
+	// Pipelined: dist.pipeline 2, predicted as max(compute, comm) a step.
+	Pipelined   bool           `json:"pipelined,omitempty"`
+	Predictions []PredictionAt `json:"predictions"`
 }
 
 // PredictionAt is the time model's prediction at one bandwidth.
