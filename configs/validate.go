@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 
+	"github.com/gradwire/gradwire/dist"
 	"github.com/gradwire/gradwire/internal/problem"
 	"github.com/gradwire/gradwire/models"
 )
@@ -13,7 +14,7 @@ import (
 var (
 	dataNames     = []string{"fashion-mnist", "mnist", "cifar10", "cifar100", "tinyshakespeare"}
 	backendNames  = []string{"local", "mpi"}
-	topologyNames = []string{"ring", "ps"}
+	topologyNames = dist.AlgorithmNames()
 )
 
 // Validate checks every key's range and the rules between keys, and reports all

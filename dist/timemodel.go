@@ -11,9 +11,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 )
 
-// Topologies accepted in Network.Topology (config key network.topology).
+// Two of the algorithms accepted in Network.Topology (config key
+// network.topology; all of them in Algorithms).
 const (
 	TopologyRing = "ring" // bandwidth-optimal ring collectives between peers
 	TopologyPS   = "ps"   // one parameter server; all traffic crosses its link
@@ -24,7 +26,7 @@ const (
 type Network struct {
 	BandwidthGbps float64 // per-link bandwidth in Gbit/s (network.bandwidth_gbps)
 	LatencyUs     float64 // per-message latency in microseconds (network.latency_us)
-	Topology      string  // TopologyRing or TopologyPS (network.topology)
+	Topology      string  // a key of Algorithms (network.topology)
 }
 
 // Validate reports every invalid field, naming its config key, the value found
@@ -38,8 +40,8 @@ func (n Network) Validate() error {
 	if l := n.LatencyUs; !(l >= 0) || math.IsInf(l, 1) {
 		errs = append(errs, fmt.Errorf("network.latency_us = %v: want a finite number of microseconds >= 0", l))
 	}
-	if n.Topology != TopologyRing && n.Topology != TopologyPS {
-		errs = append(errs, fmt.Errorf("network.topology = %q: want %q or %q", n.Topology, TopologyRing, TopologyPS))
+	if _, ok := Algorithms[n.Topology]; !ok {
+		errs = append(errs, fmt.Errorf("network.topology = %q: want one of %s", n.Topology, strings.Join(AlgorithmNames(), ", ")))
 	}
 	return errors.Join(errs...)
 }
@@ -57,110 +59,29 @@ func (n Network) alpha() float64 { return n.LatencyUs * 1e-6 }
 // bytesPerSecond is the link bandwidth B in bytes/s (Gbit/s * 1e9 / 8).
 func (n Network) bytesPerSecond() float64 { return n.BandwidthGbps * 1e9 / 8 }
 
-// RingAllReduce is the time in seconds of a ring all-reduce of S bytes (the
-// buffer every worker holds) on N workers:
-//
-//	2(N-1)*alpha + 2(N-1)/N * S/B
-//
-// reduce-scatter then all-gather, each N-1 rounds moving S/N bytes per link.
-// It is zero for N <= 1: a lone worker has nothing to exchange.
-func (n Network) RingAllReduce(bytes int64, workers int) float64 {
-	if workers <= 1 {
-		return 0
-	}
-	N := float64(workers)
-	return 2*(N-1)*n.alpha() + 2*(N-1)/N*float64(bytes)/n.bytesPerSecond()
-}
-
-// AllGather is the time in seconds of a ring all-gather where each of N workers
-// contributes s bytes:
-//
-//	(N-1)*alpha + (N-1)*s/B
-//
-// N-1 rounds, each forwarding one worker's payload. Unlike all-reduce the result
-// grows with N (every worker ends with N*s bytes), which is why sparse methods
-// gathered this way lose their advantage on large clusters. Zero for N <= 1.
-func (n Network) AllGather(bytes int64, workers int) float64 {
-	if workers <= 1 {
-		return 0
-	}
-	N := float64(workers)
-	return (N-1)*n.alpha() + (N-1)*float64(bytes)/n.bytesPerSecond()
-}
-
-// ParameterServer is the time in seconds of summing S bytes from N workers
-// through one parameter server:
-//
-//	2*alpha + 2*N*S/B
-//
-// the server link receives N gradients of S bytes and sends the S-byte sum back
-// to each of N workers; one latency for the push and one for the pull, since the
-// messages to different workers overlap. Zero for N <= 1.
-func (n Network) ParameterServer(bytes int64, workers int) float64 {
-	if workers <= 1 {
-		return 0
-	}
-	N := float64(workers)
-	return 2*n.alpha() + 2*N*float64(bytes)/n.bytesPerSecond()
-}
-
-// ParameterServerGather is the time in seconds of an all-gather of s bytes per
-// worker through one parameter server:
-//
-//	2*alpha + (N*s + N*N*s)/B
-//
-// the server receives N payloads of s bytes and, having nothing to sum, sends the
-// concatenation (N*s bytes) to each of the N workers. Zero for N <= 1.
-func (n Network) ParameterServerGather(bytes int64, workers int) float64 {
-	if workers <= 1 {
-		return 0
-	}
-	N, s := float64(workers), float64(bytes)
-	return 2*n.alpha() + (N*s+N*N*s)/n.bytesPerSecond()
-}
-
 // Cost is the time in seconds of one collective call of kind k in which each of
-// the N workers contributes the given bytes, on n's topology: ring collectives
-// for TopologyRing, the server formulas for TopologyPS.
+// the N workers contributes the given bytes, on n's algorithm (Algorithms):
+// alphas*alpha + link bytes/B. Zero for N <= 1: a lone worker has nothing to
+// exchange.
 func (n Network) Cost(k Op, bytes int64, workers int) float64 {
-	ps := n.Topology == TopologyPS
-	switch {
-	case k == OpAllGather && ps:
-		return n.ParameterServerGather(bytes, workers)
-	case k == OpAllGather:
-		return n.AllGather(bytes, workers)
-	case ps:
-		return n.ParameterServer(bytes, workers)
-	default:
-		return n.RingAllReduce(bytes, workers)
-	}
+	alphas, link := n.terms(k, bytes, workers)
+	return alphas*n.alpha() + link/n.bytesPerSecond()
 }
 
 // LinkBytes is the number of bytes that cross the busiest link in one
-// collective call of kind k in which each of the N workers contributes the
-// given bytes: on a ring, every worker's outgoing link carries
+// direction in one collective call of kind k in which each of the N workers
+// contributes the given bytes: Cost's bandwidth term. On a ring every
+// worker's outgoing link carries
 //
 //	all-reduce  2(N-1)/N * S   (reduce-scatter, then all-gather, of S/N chunks)
 //	all-gather  (N-1) * s      (every other worker's payload passes once)
 //
-// and with a parameter server its link carries 2N*S (all-reduce: N pushes, N
-// pulls of the sum) or N*s + N*N*s (all-gather: nothing to sum). These are the
-// bandwidth terms of Cost; zero for N <= 1.
+// and through one parameter server (ps, push then pull) its link carries 2N*S
+// (N pushes, N pulls of the sum) or N*s + N*N*s (all-gather: nothing to sum).
+// Zero for N <= 1.
 func (n Network) LinkBytes(k Op, bytes int64, workers int) float64 {
-	if workers <= 1 {
-		return 0
-	}
-	N, s := float64(workers), float64(bytes)
-	switch ps := n.Topology == TopologyPS; {
-	case k == OpAllGather && ps:
-		return N*s + N*N*s
-	case k == OpAllGather:
-		return (N - 1) * s
-	case ps:
-		return 2 * N * s
-	default:
-		return 2 * (N - 1) / N * s
-	}
+	_, link := n.terms(k, bytes, workers)
+	return link
 }
 
 // StepLinkBytes is LinkBytes summed over a step's collective calls.

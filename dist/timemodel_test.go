@@ -27,35 +27,32 @@ var tmRing10 = Network{BandwidthGbps: 10, LatencyUs: 50, Topology: TopologyRing}
 
 func TestRingAllReduce(t *testing.T) {
 	// 4 workers, 100 MB: 2*3*5e-5 + 2*3/4 * 1e8/1.25e9 = 0.0003 + 1.5*0.08 = 0.1203 s.
-	approxRel(t, "4 workers 100MB 10G", tmRing10.RingAllReduce(1e8, 4), 0.1203)
+	approxRel(t, "4 workers 100MB 10G", tmRing10.Cost(OpAllReduce, 1e8, 4), 0.1203)
 	// Same at 1 Gbit/s (B = 1.25e8): 0.0003 + 1.5*0.8 = 1.2003 s.
-	approxRel(t, "4 workers 100MB 1G", tmRing10.At(1).RingAllReduce(1e8, 4), 1.2003)
+	approxRel(t, "4 workers 100MB 1G", tmRing10.At(1).Cost(OpAllReduce, 1e8, 4), 1.2003)
 	// At 100 Gbit/s (B = 1.25e10): 0.0003 + 1.5*0.008 = 0.0123 s.
-	approxRel(t, "4 workers 100MB 100G", tmRing10.At(100).RingAllReduce(1e8, 4), 0.0123)
+	approxRel(t, "4 workers 100MB 100G", tmRing10.At(100).Cost(OpAllReduce, 1e8, 4), 0.0123)
 	// 2 workers, 1 MB: 2*1*5e-5 + 2*1/2 * 1e6/1.25e9 = 1e-4 + 8e-4 = 9e-4 s.
-	approxRel(t, "2 workers 1MB", tmRing10.RingAllReduce(1e6, 2), 9e-4)
+	approxRel(t, "2 workers 1MB", tmRing10.Cost(OpAllReduce, 1e6, 2), 9e-4)
 	// Latency only: 8 workers, 0 bytes, 5 us: 2*7*5e-6 = 7e-5 s.
 	lat := Network{BandwidthGbps: 10, LatencyUs: 5, Topology: TopologyRing}
-	approxRel(t, "8 workers empty", lat.RingAllReduce(0, 8), 7e-5)
+	approxRel(t, "8 workers empty", lat.Cost(OpAllReduce, 0, 8), 7e-5)
 	// Bandwidth only: 8 workers, 100 MB, no latency: 2*7/8 * 0.08 = 0.14 s.
-	approxRel(t, "8 workers no latency", Network{BandwidthGbps: 10, Topology: TopologyRing}.RingAllReduce(1e8, 8), 0.14)
+	approxRel(t, "8 workers no latency", Network{BandwidthGbps: 10, Topology: TopologyRing}.Cost(OpAllReduce, 1e8, 8), 0.14)
 }
 
 func TestAllGather(t *testing.T) {
 	// 4 workers, 1 MB each: 3*5e-5 + 3*1e6/1.25e9 = 1.5e-4 + 2.4e-3 = 2.55e-3 s.
-	approxRel(t, "4 workers 1MB", tmRing10.AllGather(1e6, 4), 2.55e-3)
+	approxRel(t, "4 workers 1MB", tmRing10.Cost(OpAllGather, 1e6, 4), 2.55e-3)
 	// 16 workers, 1 MB each: 15*5e-5 + 15*8e-4 = 7.5e-4 + 0.012 = 0.01275 s,
 	// linear in N-1 where the ring all-reduce of the same size is almost flat.
-	approxRel(t, "16 workers 1MB", tmRing10.AllGather(1e6, 16), 0.01275)
+	approxRel(t, "16 workers 1MB", tmRing10.Cost(OpAllGather, 1e6, 16), 0.01275)
 }
 
 func TestParameterServer(t *testing.T) {
 	// All-reduce of 100 MB on 4 workers: 2*5e-5 + 2*4*1e8/1.25e9 = 1e-4 + 0.64 = 0.6401 s.
-	approxRel(t, "ps allreduce", tmRing10.ParameterServer(1e8, 4), 0.6401)
 	// All-gather of 1 MB each on 4 workers: 2*5e-5 + (4e6 + 16e6)/1.25e9
 	// = 1e-4 + 0.016 = 0.0161 s.
-	approxRel(t, "ps allgather", tmRing10.ParameterServerGather(1e6, 4), 0.0161)
-
 	ps := tmRing10
 	ps.Topology = TopologyPS
 	approxRel(t, "Cost ps allreduce", ps.Cost(OpAllReduce, 1e8, 4), 0.6401)
@@ -68,12 +65,11 @@ func TestSingleWorkerHasNoCommunication(t *testing.T) {
 	// With one machine (or a nonsensical zero) nothing crosses the network, even
 	// though alpha > 0.
 	for _, w := range []int{1, 0, -3} {
-		for _, topo := range []string{TopologyRing, TopologyPS} {
+		for _, topo := range AlgorithmNames() {
 			n := tmRing10
 			n.Topology = topo
 			for _, got := range []float64{
-				n.RingAllReduce(1e8, w), n.AllGather(1e8, w),
-				n.ParameterServer(1e8, w), n.ParameterServerGather(1e8, w),
+				n.Cost(OpAllReduce, 1e8, w), n.Cost(OpAllGather, 1e8, w),
 				n.CommSeconds(StepTraffic{AllReduceBytes: []int64{1e8}, AllGatherBytes: []int64{1e6}}, w),
 			} {
 				if got != 0 {
@@ -194,7 +190,7 @@ func TestValidate(t *testing.T) {
 		{Network{math.Inf(1), 50, "ring"}, []string{"network.bandwidth_gbps", "+Inf", "finite"}},
 		{Network{10, -5, "ring"}, []string{"network.latency_us", "= -5", ">= 0"}},
 		{Network{10, math.NaN(), "ring"}, []string{"network.latency_us", "NaN"}},
-		{Network{10, 50, "tree"}, []string{"network.topology", `"tree"`, `"ring" or "ps"`}},
+		{Network{10, 50, "torus"}, []string{"network.topology", `"torus"`, "dbtree, ps, ps-duplex, ps-sharded, rd, rhd, ring, tree"}},
 		{Network{10, 50, ""}, []string{"network.topology", `""`}},
 		// All problems are reported at once.
 		{Network{0, -1, "mesh"}, []string{"network.bandwidth_gbps", "network.latency_us", "network.topology"}},
@@ -269,7 +265,8 @@ func TestLinkBytes(t *testing.T) {
 	approxRel(t, "ps allreduce", ps.LinkBytes(OpAllReduce, 100, 4), 800)
 	approxRel(t, "ps allgather", ps.LinkBytes(OpAllGather, 100, 4), 2000)
 	approxRel(t, "one worker", ring.LinkBytes(OpAllGather, 100, 1), 0)
-	for _, n := range []Network{ring, ps} {
+	for _, name := range AlgorithmNames() {
+		n := Network{BandwidthGbps: 10, Topology: name}
 		for _, k := range []Op{OpAllReduce, OpAllGather} {
 			for _, w := range []int{2, 5, 64} {
 				approxRel(t, fmt.Sprintf("%s %v N=%d", n.Topology, k, w), n.LinkBytes(k, 12345, w)/n.bytesPerSecond(), n.Cost(k, 12345, w))
@@ -281,4 +278,56 @@ func TestLinkBytes(t *testing.T) {
 	st.Add(OpAllReduce, 800)
 	st.Add(OpAllGather, 100)
 	approxRel(t, "step", ring.StepLinkBytes(st, 8), 2100)
+}
+
+// TestAlgorithmsWorkedExample checks every algorithm against the times worked
+// by hand for N = 4, S = 100 MB (1e8 B), 10 GbE (beta = 0.8 ns/B), alpha = 50
+// us (lg 4 = 2):
+//
+//	ring          2*3*alpha + 1.5*S*beta    = 0.0003 + 0.12  = 0.1203
+//	rhd           2*2*alpha + 1.5*S*beta    = 0.0002 + 0.12  = 0.1202
+//	rd            2*alpha   + 2*S*beta      = 0.0001 + 0.16  = 0.1601
+//	tree          2*2*(alpha + S*beta)      = 4*(5e-5 + 0.08) = 0.3202
+//	dbtree        2*2*alpha + 2*S*beta      = 0.0002 + 0.16  = 0.1602
+//	ps            2*(alpha + 4*S*beta)      = 2*(5e-5 + 0.32) = 0.6401
+//	ps-duplex     alpha + 4*S*beta          = 0.32005
+//	ps-sharded    2*(alpha + S*beta)        = 0.1601
+//
+// and the short message (4096 B) where the order reverses: rd 2*5e-5 +
+// 2*4096*0.8e-9 = 106.5536 us, rhd 4*5e-5 + 1.5*4096*0.8e-9 = 204.9152 us,
+// ring 6*5e-5 + the same = 304.9152 us; at N = 64 (lg 6) ring 126*5e-5 +
+// 2*63/64*0.08 = 0.1638 s and ps 2*(5e-5 + 64*0.08) = 10.2401 s.
+func TestAlgorithmsWorkedExample(t *testing.T) {
+	want := map[string]float64{"ring": 0.1203, "rhd": 0.1202, "rd": 0.1601, "tree": 0.3202, "dbtree": 0.1602,
+		"ps": 0.6401, "ps-duplex": 0.32005, "ps-sharded": 0.1601}
+	if len(want) != len(Algorithms) {
+		t.Fatalf("%d algorithms, %d worked values: every algorithm needs one", len(Algorithms), len(want))
+	}
+	for name, w := range want {
+		n := tmRing10
+		n.Topology = name
+		approxRel(t, name, n.Cost(OpAllReduce, 1e8, 4), w)
+	}
+	short := map[string]float64{"rd": 106.5536e-6, "rhd": 204.9152e-6, "ring": 304.9152e-6}
+	for name, w := range short {
+		n := tmRing10
+		n.Topology = name
+		approxRel(t, name+" 4 KiB", n.Cost(OpAllReduce, 4096, 4), w)
+	}
+	ps := tmRing10
+	ps.Topology = TopologyPS
+	approxRel(t, "ring N=64", tmRing10.Cost(OpAllReduce, 1e8, 64), 126*5e-5+2*63.0/64*0.08)
+	approxRel(t, "ps N=64", ps.Cost(OpAllReduce, 1e8, 64), 10.2401)
+	// Non-powers of two round the rounds up: N = 5 has lg 3.
+	rd := tmRing10
+	rd.Topology = "rd"
+	approxRel(t, "rd N=5", rd.Cost(OpAllReduce, 1e8, 5), 3*5e-5+3*0.08)
+	// Pipelined width 2 with C = 0.2 s: compute + ring 0.3203 s a step, against
+	// max(0.2, 0.1203) = 0.2 s, 1.60x.
+	var st StepTraffic
+	st.Add(OpAllReduce, 1e8)
+	sync, piped := tmRing10.Predict(0.2, st, 4, false), tmRing10.Predict(0.2, st, 4, true)
+	approxRel(t, "sync step", sync.StepSeconds, 0.3203)
+	approxRel(t, "pipelined step", piped.StepSeconds, 0.2)
+	approxRel(t, "pipelining gain", sync.StepSeconds/piped.StepSeconds, 1.6015)
 }
