@@ -71,6 +71,19 @@ type DistConfig struct {
 	// the next step computes; 2 exchanges them while the next step computes
 	// and applies them one step late (dist.Engine.StepPipelined).
 	Pipeline int `mapstructure:"pipeline" yaml:"pipeline"`
+	// Mode is how gradients meet: allreduce (every worker averages every
+	// step) or ps (a parameter server that applies each worker's gradient as
+	// it arrives, within the staleness bound; dist.PSClock).
+	Mode string `mapstructure:"mode" yaml:"mode"`
+	// Staleness bounds how many steps a ps worker may run ahead of the
+	// slowest: 0 synchronous (the all-reduce's arithmetic), k > 0 stale
+	// synchronous parallel, -1 asynchronous.
+	Staleness int `mapstructure:"staleness" yaml:"staleness"`
+	// Delay is the workers' step-time model that decides a ps run's arrival
+	// order: none (equal steps) or exp (1 + an exponential delay of mean
+	// DelayMean, drawn per worker from the run's seed).
+	Delay     string  `mapstructure:"delay" yaml:"delay"`
+	DelayMean float64 `mapstructure:"delay_mean" yaml:"delay_mean"`
 }
 
 // NetworkConfig is the `network` section: the cluster the time model predicts for.

@@ -50,6 +50,10 @@ func Default() Config {
 			Ranks:      0,
 			CheckEvery: 100,
 			Pipeline:   1,
+			Mode:       "allreduce",
+			Staleness:  0,
+			Delay:      "none",
+			DelayMean:  0.1,
 		},
 		Compress: compress.DefaultConfig(),
 		Network: NetworkConfig{

@@ -14,6 +14,8 @@ import (
 var (
 	dataNames     = []string{"fashion-mnist", "mnist", "cifar10", "cifar100", "tinyshakespeare"}
 	backendNames  = []string{"local", "mpi"}
+	distModes     = []string{"allreduce", "ps"}
+	delayNames    = []string{"none", "exp"}
 	topologyNames = dist.AlgorithmNames()
 )
 
@@ -98,6 +100,19 @@ func (c Config) problems() []problem.Problem {
 		"must be 1 (exchange, then the next step) or 2 (exchange while the next step computes; wider pipelines only add staleness)")
 	ps.Need(c.Dist.Pipeline != 2 || m.Precision != models.PrecisionFloat64, "dist.pipeline", c.Dist.Pipeline,
 		"2 needs model.precision float32 (float64 gradients are exchanged synchronously)")
+	ps.OneOf("dist.mode", c.Dist.Mode, distModes)
+	ps.Need(c.Dist.Staleness >= -1, "dist.staleness", c.Dist.Staleness, "must be -1 (asynchronous), 0 (synchronous) or a bound k > 0")
+	ps.OneOf("dist.delay", c.Dist.Delay, delayNames)
+	ps.Need(c.Dist.DelayMean > 0 && finite(c.Dist.DelayMean), "dist.delay_mean", c.Dist.DelayMean, "must be a finite mean delay > 0, in units of a step's compute time")
+	if c.Dist.Mode == "ps" && c.Dist.Staleness != 0 {
+		// The asynchronous server applies one dense gradient at a time, on
+		// one process.
+		why := "with dist.mode ps and dist.staleness %d (asynchronous updates) needs %s"
+		ps.Need(c.Dist.Backend == "local", "dist.backend", c.Dist.Backend, fmt.Sprintf(why, c.Dist.Staleness, "dist.backend local"))
+		ps.Need(c.Compress.Name == "none", "compress.name", c.Compress.Name, fmt.Sprintf(why, c.Dist.Staleness, "compress.name none"))
+		ps.Need(c.Dist.Pipeline == 1, "dist.pipeline", c.Dist.Pipeline, fmt.Sprintf(why, c.Dist.Staleness, "dist.pipeline 1"))
+		ps.Need(m.Precision != models.PrecisionFloat64, "model.precision", m.Precision, fmt.Sprintf(why, c.Dist.Staleness, "model.precision float32"))
+	}
 	ps.Within("data.global_batch", c.Data.GlobalBatch, 0, maxBatch)
 	ps.Need(c.Data.GlobalBatch <= 0 || c.Dist.Workers < 1 || c.Data.GlobalBatch%c.Dist.Workers == 0, "data.global_batch", c.Data.GlobalBatch,
 		fmt.Sprintf("must split evenly over dist.workers=%d (a multiple of %d)", c.Dist.Workers, c.Dist.Workers))

@@ -35,10 +35,13 @@ import (
 // read, and a run resumed from it predicts its step time from the rounds'
 // average. Formats 2 and 3 lack the epoch records' validation figures
 // (ValLoss, ValAccuracy); they are read as records without them, which is
-// what a run of those versions had (data.validation did not exist).
+// what a run of those versions had (data.validation did not exist). Formats 2
+// to 4 lack the asynchronous parameter server's figures (PSPushes,
+// PSMeanStaleness, PSMaxStaleness), read as absent (dist.mode did not exist).
 const (
 	checkpointMagic  = "GWCKPT"
-	checkpointFormat = "04"
+	checkpointFormat = "05"
+	format4          = "04"
 	format3          = "03"
 	format2          = "02"
 	gobFormat        = "01"
@@ -69,7 +72,7 @@ const (
 	epochRecordMinBytes = 4 + 7*8 + 2
 )
 
-// encodeCheckpoint writes c in format 4 (checkpointFormat) to w. It first checks that the
+// encodeCheckpoint writes c in format 5 (checkpointFormat) to w. It first checks that the
 // position fields would load back (decodeMeta), so a bad value is refused when
 // the checkpoint is written rather than when a run wants to resume from it.
 func encodeCheckpoint(w io.Writer, c *checkpoint) error {
@@ -139,6 +142,16 @@ func encodeMetaAs(e *encoder, c *checkpoint, format string) {
 		}
 		e.f64(r.Seconds)
 		e.f64(r.SamplesPerSecond)
+		if hasPS(format) {
+			e.int(r.PSPushes)
+			e.optF64(r.PSMeanStaleness)
+			var worst *float64
+			if r.PSMaxStaleness != nil {
+				w := float64(*r.PSMaxStaleness)
+				worst = &w
+			}
+			e.optF64(worst)
+		}
 	}
 }
 
@@ -246,7 +259,7 @@ func checkHeader(head []byte) error {
 		return &damagedError{"corrupt or truncated (cut short in the header)"}
 	}
 	switch v := string(head[n : n+len(checkpointFormat)]); v {
-	case checkpointFormat, format3, format2:
+	case checkpointFormat, format4, format3, format2:
 		return nil
 	case gobFormat:
 		return fmt.Errorf("written by an older version of gradwire (checkpoint format %s); this version reads format %s: start the run afresh or finish it with the version that wrote it",
@@ -285,6 +298,10 @@ func formatOf(head []byte) string {
 // hasValidation reports whether format's epoch records hold the validation
 // figures (format 4 on).
 func hasValidation(format string) bool { return format != format2 && format != format3 }
+
+// hasPS reports whether format's epoch records hold the asynchronous
+// parameter server's figures (format 5 on).
+func hasPS(format string) bool { return hasValidation(format) && format != format4 }
 
 // decodeMeta decodes and range-checks the meta section of a file of format
 // (as in its header): position, records, config. It needs no layout.
@@ -352,6 +369,21 @@ func decodeMeta(b []byte, format string) (*checkpoint, error) {
 		}
 		r.Seconds = d.seconds("Seconds")
 		r.SamplesPerSecond = d.f64("SamplesPerSecond")
+		if hasPS(format) {
+			r.PSPushes = d.nonNegInt("PSPushes")
+			r.PSMeanStaleness = d.optF64("PSMeanStaleness")
+			if m := r.PSMeanStaleness; m != nil && !(*m >= 0) {
+				d.failf("PSMeanStaleness", "%v, expected a mean >= 0", *m)
+			}
+			if w := d.optF64("PSMaxStaleness"); w != nil {
+				if *w < 0 || *w != math.Trunc(*w) || *w > math.MaxInt32 {
+					d.failf("PSMaxStaleness", "%v, expected a whole number of updates >= 0", *w)
+				} else {
+					v := int(*w)
+					r.PSMaxStaleness = &v
+				}
+			}
+		}
 	}
 	d.prefix = ""
 	d.end("meta")

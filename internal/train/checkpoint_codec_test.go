@@ -273,7 +273,7 @@ func TestCheckpointIntegrity(t *testing.T) {
 	}
 	v1 := frame(append([]byte("GWCKPT01"), gobPayload.Bytes()...))
 	newer := slices.Clone(raw)
-	copy(newer[6:], "05")
+	copy(newer[6:], "06")
 	cases := []struct {
 		name    string
 		raw     []byte
@@ -285,8 +285,8 @@ func TestCheckpointIntegrity(t *testing.T) {
 		{"empty", nil, "corrupt or truncated (0 bytes", true},
 		{"header only", raw[:headerBytes], "corrupt or truncated (12 bytes", true},
 		{"not a checkpoint", []byte("hello, world"), `not a gradwire checkpoint (expected it to start with "GWCKPT")`, true},
-		{"format 1", v1, "written by an older version of gradwire (checkpoint format 01); this version reads format 04", false},
-		{"format 5", newer, `checkpoint format "05", this version of gradwire reads format 04`, false},
+		{"format 1", v1, "written by an older version of gradwire (checkpoint format 01); this version reads format 05", false},
+		{"format 6", newer, `checkpoint format "06", this version of gradwire reads format 05`, false},
 	}
 	for _, tc := range cases {
 		_, err := decodeCheckpoint(tc.raw, l)
@@ -459,6 +459,7 @@ func TestReadsFormat2(t *testing.T) {
 	}
 	for i := range c.Epochs {
 		c.Epochs[i].ValLoss, c.Epochs[i].ValAccuracy = nil, nil
+		c.Epochs[i].PSPushes, c.Epochs[i].PSMeanStaleness, c.Epochs[i].PSMaxStaleness = 0, nil, nil
 	}
 	body := encodeFormat(t, c, format2, format2)
 	tail := 0
@@ -500,6 +501,9 @@ func TestReadsFormat3(t *testing.T) {
 	for i := range c.Epochs {
 		c.Epochs[i].ValLoss, c.Epochs[i].ValAccuracy = nil, nil
 	}
+	for i := range c.Epochs {
+		c.Epochs[i].PSPushes, c.Epochs[i].PSMeanStaleness, c.Epochs[i].PSMaxStaleness = 0, nil, nil
+	}
 	got, err := decodeCheckpoint(frame(encodeFormat(t, c, format3, format3)), l)
 	if err != nil {
 		t.Fatal(err)
@@ -511,11 +515,38 @@ func TestReadsFormat3(t *testing.T) {
 	if m, err := scanMetaOf(t, encodeFormat(t, c, format3, format3)); err != nil || !reflect.DeepEqual(m.Epochs, c.Epochs) {
 		t.Errorf("scanning a format-3 file: %v", err)
 	}
-	if _, err := decodeCheckpoint(frame(encodeFormat(t, c, format3, checkpointFormat)), l); err == nil {
+	if _, err := decodeCheckpoint(frame(encodeFormat(t, c, format3, format4)), l); err == nil {
 		t.Error("a format-3 file labelled format 4 decoded")
 	}
-	if _, err := decodeCheckpoint(frame(encodeFormat(t, fullCheckpoint(l), checkpointFormat, format3)), l); err == nil {
+	if _, err := decodeCheckpoint(frame(encodeFormat(t, c, format4, format3)), l); err == nil {
 		t.Error("a format-4 file labelled format 3 decoded")
+	}
+}
+
+// TestReadsFormat4 decodes a format-4 file, whose epoch records lack the
+// parameter server's figures that format 5 added: records without them. A
+// format-4 file labelled 5 and a format-5 file labelled 4 are refused.
+func TestReadsFormat4(t *testing.T) {
+	l := testLayout()
+	c := fullCheckpoint(l)
+	for i := range c.Epochs {
+		c.Epochs[i].PSPushes, c.Epochs[i].PSMeanStaleness, c.Epochs[i].PSMaxStaleness = 0, nil, nil
+	}
+	got, err := decodeCheckpoint(frame(encodeFormat(t, c, format4, format4)), l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, c) {
+		t.Errorf("format 4 decodes to\n%+v\nexpected\n%+v", got.Epochs, c.Epochs)
+	}
+	if m, err := scanMetaOf(t, encodeFormat(t, c, format4, format4)); err != nil || !reflect.DeepEqual(m.Epochs, c.Epochs) {
+		t.Errorf("scanning a format-4 file: %v", err)
+	}
+	if _, err := decodeCheckpoint(frame(encodeFormat(t, c, format4, checkpointFormat)), l); err == nil {
+		t.Error("a format-4 file labelled format 5 decoded")
+	}
+	if _, err := decodeCheckpoint(frame(encodeFormat(t, fullCheckpoint(l), checkpointFormat, format4)), l); err == nil {
+		t.Error("a format-5 file labelled format 4 decoded")
 	}
 }
 

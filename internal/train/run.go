@@ -87,6 +87,7 @@ type job struct {
 	lastCkptTime time.Time
 
 	batch     batchBuffers
+	ps        *psState // the asynchronous parameter server (dist.mode ps); nil otherwise
 	computeS  float64
 	computeN  int
 	workers   []workerState // every logical worker's exchange state at the last epoch end
@@ -434,13 +435,13 @@ func (j *job) loop(ctx context.Context, st *checkpoint, h *loopHooks) (*Summary,
 			if err != nil {
 				return nil, err
 			}
-			if (stop || due) && j.pipelined() {
-				// A gradient is in flight inside an epoch, and draining it here
-				// would make the run depend on when checkpoints are taken:
-				// pipelined runs checkpoint at epoch ends only.
+			if (stop || due) && (j.pipelined() || j.psAsync()) {
+				// Gradients are in flight inside an epoch, and draining them
+				// here would make the run depend on when checkpoints are
+				// taken: these runs checkpoint at epoch ends only.
 				if stop {
 					return nil, &Interrupted{Dir: j.opts.OutDir, Epoch: epoch + 1, Step: globalStep,
-						Cause: errors.Join(ctx.Err(), errors.New("dist.pipeline 2 checkpoints at epoch ends only: a resume starts from the last epoch's checkpoint"))}
+						Cause: errors.Join(ctx.Err(), errors.New("dist.pipeline 2 and the asynchronous parameter server checkpoint at epoch ends only: a resume starts from the last epoch's checkpoint"))}
 				}
 				due = false
 			}
@@ -524,6 +525,7 @@ func (j *job) epochResult(ev evalResult, val *evalResult, epoch, globalStep int,
 		loss, acc := val.loss, val.accuracy
 		res.ValLoss, res.ValAccuracy = &loss, &acc
 	}
+	j.psRecord(&res)
 	return res
 }
 
@@ -584,6 +586,9 @@ func (j *job) control(ctx context.Context, globalStep int, moved bool) (stop, du
 // engine compute and average the gradients of all workers, and takes one
 // optimizer step on replica 0, copied to the other replicas.
 func (j *job) trainStep(perm []int, epoch, step, globalStep int, lr float64) (float64, error) {
+	if j.psAsync() {
+		return j.psStep(perm, epoch, step, globalStep, lr)
+	}
 	idx := j.sampler.Batch(perm, step, j.globalBatch)
 	b := j.cfg.WorkerBatch()
 	lo := j.engine.FirstWorker()

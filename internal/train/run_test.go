@@ -2,6 +2,7 @@ package train
 
 import (
 	"context"
+	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -90,6 +91,9 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 	// the checkpoint too (Nesterov, so that both halves of the rule run).
 	cases = append(cases, tcase{"mlp", []string{"model.hidden=32", "dist.workers=2", "data.batch_size=8", "compress.name=dgc",
 		"compress.density=0.01", "compress.dgc.warmup_epochs=1", "compress.dgc.weight_decay_at=optimizer", "optim.nesterov=true"}})
+	// The asynchronous parameter server's schedule restarts at each epoch,
+	// from streams of the seed and the epoch.
+	cases = append(cases, tcase{"mlp", []string{"model.hidden=32", "dist.workers=3", "data.batch_size=8", "dist.mode=ps", "dist.staleness=-1", "dist.delay=exp", "dist.delay_mean=0.5"}})
 	// Width-2 pipelines drain at epoch ends, where the checkpoints are.
 	cases = append(cases, tcase{"mlp", []string{"model.hidden=32", "dist.workers=2", "data.batch_size=8", "dist.pipeline=2"}},
 		tcase{"mlp", []string{"model.hidden=32", "dist.workers=2", "data.batch_size=8", "dist.pipeline=2", "compress.name=dgc",
@@ -126,6 +130,52 @@ func TestPipelineTrains(t *testing.T) {
 	if piped.TestLoss == sync.TestLoss {
 		t.Errorf("width 1 and 2 end with the same test loss %v: the pipeline did not change the updates", sync.TestLoss)
 	}
+}
+
+// TestParameterServerAsync: with one worker the asynchronous server is plain
+// SGD (every gradient arrives before the next pull), bit for bit; with two
+// equal workers every step's second push is one update stale (mean 0.5, at
+// most 1), and training still learns the synthetic task.
+func TestParameterServerAsync(t *testing.T) {
+	one := runCfg(t, smallConfig(t, "mlp", "model.hidden=32"), t.TempDir(), false)
+	oneAsync := runCfg(t, smallConfig(t, "mlp", "model.hidden=32", "dist.mode=ps", "dist.staleness=-1", "dist.delay=exp"), t.TempDir(), false)
+	if one.TestLoss != oneAsync.TestLoss || *one.TestAccuracy != *oneAsync.TestAccuracy {
+		t.Fatalf("one worker: test loss %v synchronous, %v through the asynchronous server", one.TestLoss, oneAsync.TestLoss)
+	}
+	dir := t.TempDir()
+	two := runCfg(t, smallConfig(t, "mlp", "model.hidden=32", "dist.workers=2", "data.batch_size=8", "dist.mode=ps", "dist.staleness=-1"), dir, false)
+	if *two.TestAccuracy < 0.5 {
+		t.Errorf("test accuracy %.3f through the asynchronous server on an easy synthetic task", *two.TestAccuracy)
+	}
+	epochs := readEpochs(t, dir)
+	for _, e := range epochs {
+		if e.PSMeanStaleness == nil || e.PSMaxStaleness == nil {
+			t.Fatalf("epoch %d: no staleness figures", e.Epoch)
+		}
+		if e.PSPushes != 2*epochs[0].Step || *e.PSMeanStaleness != 0.5 || *e.PSMaxStaleness != 1 {
+			t.Fatalf("epoch %d: %d pushes, staleness mean %v max %v; want %d (2 per step), 0.5 and 1", e.Epoch, e.PSPushes, *e.PSMeanStaleness, *e.PSMaxStaleness, 2*epochs[0].Step)
+		}
+	}
+}
+
+// readEpochs returns the epoch records of a run's metrics.jsonl.
+func readEpochs(t *testing.T, dir string) []EpochResult {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "metrics.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []EpochResult
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var e EpochResult
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatal(err)
+		}
+		if e.Kind == "epoch" {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 func TestCorruptCheckpoint(t *testing.T) {

@@ -98,6 +98,12 @@ type EpochResult struct {
 	ValAccuracy      *float64 `json:"val_accuracy,omitempty"` // validation split (data.validation); absent when off
 	Seconds          float64  `json:"seconds"`
 	SamplesPerSecond float64  `json:"samples_per_second"`
+	// The asynchronous parameter server's epoch (dist.mode ps with a
+	// staleness other than 0): gradients applied, and how many updates
+	// others made between each one's pull and push.
+	PSPushes        int      `json:"ps_pushes,omitempty"`
+	PSMeanStaleness *float64 `json:"ps_mean_staleness,omitempty"`
+	PSMaxStaleness  *int     `json:"ps_max_staleness,omitempty"`
 }
 
 // stepRecord is a logged training step in metrics.jsonl.
