@@ -84,6 +84,10 @@ type DistConfig struct {
 	// DelayMean, drawn per worker from the run's seed).
 	Delay     string  `mapstructure:"delay" yaml:"delay"`
 	DelayMean float64 `mapstructure:"delay_mean" yaml:"delay_mean"`
+	// Backups is b of the synchronous step with backup workers (Chen et al.
+	// 2016): each step takes the first N-b gradients to arrive, in the
+	// order dist.delay's step times give, and leaves out the rest.
+	Backups int `mapstructure:"backups" yaml:"backups"`
 }
 
 // NetworkConfig is the `network` section: the cluster the time model predicts for.

@@ -497,7 +497,7 @@ func TestValidateAll(t *testing.T) {
 	c.Train.CheckpointEvery, c.Train.CheckpointMinutes, c.Train.KeepCheckpoints, c.Train.MaxLoss = -1, -1, 0, -1
 	c.Dist.Workers, c.Dist.Replicas, c.Dist.Backend = 0, -1, "grpc"
 	c.Dist.Ranks, c.Dist.CheckEvery, c.Dist.Pipeline, c.Data.GlobalBatch = -1, 0, 0, -8
-	c.Dist.Mode, c.Dist.Staleness, c.Dist.Delay, c.Dist.DelayMean = "gossip", -2, "weibull", 0
+	c.Dist.Mode, c.Dist.Staleness, c.Dist.Delay, c.Dist.DelayMean, c.Dist.Backups = "gossip", -2, "weibull", 0, -1
 	c.Compress.Name = "zip"
 	c.Compress.MinSize, c.Compress.Density = -1, 2
 	c.Compress.DGC.ClipNorm, c.Compress.DGC.WarmupEpochs, c.Compress.DGC.WarmupSchedule, c.Compress.DGC.SampleRatio = -1, -1, "fast", 0
@@ -564,6 +564,8 @@ func TestValidateUpperBounds(t *testing.T) {
 		{[]string{"dist.pipeline=3"}, "--set: dist.pipeline: 3: must be 1 (exchange, then the next step) or 2"},
 		{[]string{"dist.mode=ps", "dist.staleness=-1", "compress.name=dgc"}, "--set: compress.name: \"dgc\": with dist.mode ps and dist.staleness -1 (asynchronous updates) needs compress.name none"},
 		{[]string{"dist.staleness=-3"}, "--set: dist.staleness: -3: must be -1 (asynchronous), 0 (synchronous) or a bound k > 0"},
+		{[]string{"dist.workers=4", "dist.backups=4"}, "--set: dist.backups: 4: must be >= 0 and below dist.workers (4)"},
+		{[]string{"dist.workers=4", "dist.backups=1"}, "dist.delay: \"none\": with dist.backups 1 (the slowest workers' gradients left out) needs a delay model (exp)"},
 		{[]string{"dist.pipeline=2", "model.precision=float64"}, "--set: dist.pipeline: 2: 2 needs model.precision float32"},
 		{[]string{"dist.backend=mpi", "dist.ranks=4097"}, "--set: dist.ranks: 4097: must be at most 4096"},
 		{[]string{"data.eval_batch_size=100000000"}, "--set: data.eval_batch_size: 100000000: must be at most 1048576"},

@@ -104,6 +104,16 @@ func (c Config) problems() []problem.Problem {
 	ps.Need(c.Dist.Staleness >= -1, "dist.staleness", c.Dist.Staleness, "must be -1 (asynchronous), 0 (synchronous) or a bound k > 0")
 	ps.OneOf("dist.delay", c.Dist.Delay, delayNames)
 	ps.Need(c.Dist.DelayMean > 0 && finite(c.Dist.DelayMean), "dist.delay_mean", c.Dist.DelayMean, "must be a finite mean delay > 0, in units of a step's compute time")
+	ps.Need(c.Dist.Backups >= 0 && (c.Dist.Workers < 1 || c.Dist.Backups < c.Dist.Workers), "dist.backups", c.Dist.Backups,
+		fmt.Sprintf("must be >= 0 and below dist.workers (%d): the step keeps the first workers-backups gradients", c.Dist.Workers))
+	if b := c.Dist.Backups; b > 0 {
+		why := "with dist.backups %d (the slowest workers' gradients left out) needs %s"
+		ps.Need(c.Dist.Delay != "none", "dist.delay", c.Dist.Delay, fmt.Sprintf(why, b, "a delay model (exp): with equal step times the same workers would always be left out"))
+		ps.Need(c.Compress.Name == "none", "compress.name", c.Compress.Name, fmt.Sprintf(why, b, "compress.name none (a compressor keeps residuals of the gradients it leaves out)"))
+		ps.Need(c.Dist.Pipeline == 1, "dist.pipeline", c.Dist.Pipeline, fmt.Sprintf(why, b, "dist.pipeline 1"))
+		ps.Need(m.Precision != models.PrecisionFloat64, "model.precision", m.Precision, fmt.Sprintf(why, b, "model.precision float32"))
+		ps.Need(c.Dist.Mode == "allreduce" || c.Dist.Staleness == 0, "dist.staleness", c.Dist.Staleness, fmt.Sprintf(why, b, "a synchronous step (dist.staleness 0)"))
+	}
 	if c.Dist.Mode == "ps" && c.Dist.Staleness != 0 {
 		// The asynchronous server applies one dense gradient at a time, on
 		// one process.

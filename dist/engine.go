@@ -91,6 +91,10 @@ type Engine struct {
 	causes   []error   // the model's own failures (a NaN loss, say)
 	prepErrs []error   // the exchanges' failures in Preparer.Prepare
 	pipe     *pipeline // dist.pipeline 2 (EnablePipeline); nil otherwise
+	// Backup workers (SetDropped): the local workers whose gradients the
+	// next Step leaves out, and how many the whole run leaves out.
+	dropped      []bool
+	droppedTotal int
 }
 
 // NewEngine builds an engine over the local members (ranks Rank()..Rank()+len-1 of
@@ -152,6 +156,10 @@ func (e *Engine) choosePrecision(n int) error {
 		}
 		e.collect = func(w, r, step int) error {
 			g := e.replicas[r].Grad()
+			if e.dropped != nil && e.dropped[w] {
+				clear(e.grads[w]) // it arrived too late: it adds nothing
+				return nil
+			}
 			if prep[w] != nil {
 				if ok, err := prep[w].Prepare(g, step); ok || err != nil {
 					return err
@@ -170,7 +178,17 @@ func (e *Engine) choosePrecision(n int) error {
 			}
 		}
 		e.exchangeW = func(w, step int) error { return xs[w](e.grads[w], step) }
-		e.publish = func() { copy(e.replicas[0].Grad(), e.grads[0]) }
+		e.publish = func() {
+			g := e.replicas[0].Grad()
+			copy(g, e.grads[0])
+			if e.droppedTotal > 0 {
+				// The exchange divided the sum by N; it holds N-b gradients.
+				scale := float32(e.Workers()) / float32(e.Workers()-e.droppedTotal)
+				for i := range g {
+					g[i] *= scale
+				}
+			}
+		}
 		return nil
 	}
 	if len(wide) != len(e.replicas) {
@@ -291,6 +309,32 @@ func (e *Engine) computeWorker(rep Replica, w int, batch func(w int) ([]float32,
 	}
 	e.losses[w][0] = float32(loss)
 	e.own[w] = loss
+	return nil
+}
+
+// SetDropped makes the following Steps leave out the gradients of the local
+// workers marked in dropped (backup workers: a synchronous step that takes
+// the first N-b gradients to arrive), total being the number left out over
+// all processes: their buffers contribute zeros, and the mean is that of the
+// N-total others. Every process must mark the same workers. nil restores
+// full steps. Only for float32 gradients and exchanges that take each
+// worker's gradient whole (no compressor: a dropped worker would still
+// change its residuals).
+func (e *Engine) SetDropped(dropped []bool, total int) error {
+	if dropped == nil {
+		e.dropped, e.droppedTotal = nil, 0
+		return nil
+	}
+	if e.grads64 != nil {
+		return errors.New("dist: backup workers need float32 gradients")
+	}
+	if len(dropped) != len(e.members) {
+		return fmt.Errorf("dist: %d drop marks for %d local workers", len(dropped), len(e.members))
+	}
+	if total < 0 || total >= e.Workers() {
+		return fmt.Errorf("dist: %d of %d workers left out, expected at least one kept", total, e.Workers())
+	}
+	e.dropped, e.droppedTotal = dropped, total
 	return nil
 }
 

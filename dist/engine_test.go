@@ -339,3 +339,44 @@ func TestEngineFloat64Gradients(t *testing.T) {
 		t.Errorf("mixed replicas: err = %v, want an all-or-none error", err)
 	}
 }
+
+// TestEngineBackupWorkers: with workers 1 and 3 of 4 left out, the mean is
+// that of workers 0 and 2: gradient (0 + 2)/2 + i = 1 + i (params 0..4), not
+// the 1.5 + i of all four; nil restores the full mean.
+func TestEngineBackupWorkers(t *testing.T) {
+	for _, replicas := range []int{1, 2} {
+		e, fakes := newTestEngine(t, 4, replicas, 5)
+		xs := make([][]float32, 4)
+		for w := range xs {
+			xs[w] = []float32{float32(w), float32(w), float32(w), float32(w), float32(w)}
+		}
+		batch := func(w int) ([]float32, []int32) { return xs[w], nil }
+		if err := e.SetDropped([]bool{false, true, false, true}, 2); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Step(0, batch); err != nil {
+			t.Fatal(err)
+		}
+		for i, g := range fakes[0].grad {
+			if want := 1 + float32(i); math.Abs(float64(g-want)) > 1e-5 {
+				t.Fatalf("%d replicas: gradient[%d] = %v with workers 1 and 3 left out, want %v", replicas, i, g, want)
+			}
+		}
+		if err := e.SetDropped(nil, 0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Step(1, batch); err != nil {
+			t.Fatal(err)
+		}
+		if g := fakes[0].grad[0]; math.Abs(float64(g)-1.5) > 1e-5 {
+			t.Fatalf("%d replicas: gradient[0] = %v with every worker, want 1.5", replicas, g)
+		}
+	}
+	e, _ := newTestEngine(t, 2, 1, 3)
+	if err := e.SetDropped([]bool{true, true}, 2); err == nil {
+		t.Error("leaving every worker out gave no error")
+	}
+	if err := e.SetDropped([]bool{true}, 1); err == nil {
+		t.Error("one mark for two workers gave no error")
+	}
+}

@@ -610,6 +610,9 @@ func (j *job) trainStep(perm []int, epoch, step, globalStep int, lr float64) (fl
 		}
 		return loss, err
 	}
+	if err := j.markBackups(globalStep); err != nil {
+		return 0, err
+	}
 	loss, err := j.engine.Step(globalStep, bb.worker)
 	if err != nil {
 		return 0, err

@@ -94,6 +94,9 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 	// The asynchronous parameter server's schedule restarts at each epoch,
 	// from streams of the seed and the epoch.
 	cases = append(cases, tcase{"mlp", []string{"model.hidden=32", "dist.workers=3", "data.batch_size=8", "dist.mode=ps", "dist.staleness=-1", "dist.delay=exp", "dist.delay_mean=0.5"}})
+	// Backup workers: which ones a step leaves out depends on the seed and
+	// the step only.
+	cases = append(cases, tcase{"mlp", []string{"model.hidden=32", "dist.workers=4", "data.batch_size=4", "dist.backups=1", "dist.delay=exp"}})
 	// Width-2 pipelines drain at epoch ends, where the checkpoints are.
 	cases = append(cases, tcase{"mlp", []string{"model.hidden=32", "dist.workers=2", "data.batch_size=8", "dist.pipeline=2"}},
 		tcase{"mlp", []string{"model.hidden=32", "dist.workers=2", "data.batch_size=8", "dist.pipeline=2", "compress.name=dgc",
@@ -176,6 +179,24 @@ func readEpochs(t *testing.T, dir string) []EpochResult {
 		}
 	}
 	return out
+}
+
+// TestBackupWorkers: leaving out the slowest of 4 workers each step gives
+// another run than keeping all four, the same run twice, and still learns.
+func TestBackupWorkers(t *testing.T) {
+	sets := []string{"model.hidden=32", "dist.workers=4", "data.batch_size=4", "dist.delay=exp"}
+	all := runCfg(t, smallConfig(t, "mlp", sets...), t.TempDir(), false)
+	cfg := smallConfig(t, "mlp", append(sets, "dist.backups=1")...)
+	a, b := runCfg(t, cfg, t.TempDir(), false), runCfg(t, cfg, t.TempDir(), false)
+	if a.TestLoss == all.TestLoss {
+		t.Errorf("one backup worker gave the test loss of none (%v)", a.TestLoss)
+	}
+	if !reflect.DeepEqual(comparable(a), comparable(b)) {
+		t.Errorf("two runs with backup workers and one seed differ")
+	}
+	if *a.TestAccuracy < 0.5 {
+		t.Errorf("test accuracy %.3f with a backup worker on an easy synthetic task", *a.TestAccuracy)
+	}
 }
 
 func TestCorruptCheckpoint(t *testing.T) {
