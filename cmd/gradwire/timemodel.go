@@ -24,6 +24,7 @@ import (
 	"github.com/gradwire/gradwire/dist"
 	"github.com/gradwire/gradwire/internal/atomicfile"
 	"github.com/gradwire/gradwire/internal/bench"
+	"github.com/gradwire/gradwire/internal/train"
 	"github.com/gradwire/gradwire/internal/version"
 )
 
@@ -37,9 +38,11 @@ alpha-beta model: a call costs alphas*alpha + bytes*beta for the algorithm set
 by network.topology (` + strings.Join(dist.AlgorithmNames(), ", ") + `).
 
   fit      measure all-reduce times over message sizes on this machine (under
-           mpirun, or in-process with --local N) and fit alpha and beta`,
+           mpirun, or in-process with --local N) and fit alpha and beta
+  predict  a finished run's step time and speed-up on clusters of other sizes,
+           bandwidths, latencies, algorithms and pipeline widths`,
 	}
-	cmd.AddCommand(newTimeModelFitCmd())
+	cmd.AddCommand(newTimeModelFitCmd(), newTimeModelPredictCmd())
 	return cmd
 }
 
@@ -410,6 +413,11 @@ func (r *fitResult) plot(dir string) error {
 		p.Add(l)
 		p.Legend.Add(fmt.Sprintf("fit, %s: a %.2f us, 1/b %.2f GB/s", r.fitNames[k], r.fits[k].Intercept*1e6, 1/r.fits[k].Slope/1e9), l)
 	}
+	return savePlot(p, dir, "fit")
+}
+
+// savePlot writes p as dir/name.png and dir/name.svg (9 x 6 inches).
+func savePlot(p *plot.Plot, dir, name string) error {
 	for _, ext := range []string{"png", "svg"} {
 		wt, err := p.WriterTo(9*vg.Inch, 6*vg.Inch, ext)
 		if err != nil {
@@ -419,9 +427,264 @@ func (r *fitResult) plot(dir string) error {
 		if _, err := wt.WriteTo(&buf); err != nil {
 			return err
 		}
-		if err := atomicfile.Write(filepath.Join(dir, "fit."+ext), buf.Bytes()); err != nil {
+		if err := atomicfile.Write(filepath.Join(dir, name+"."+ext), buf.Bytes()); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+func newTimeModelPredictCmd() *cobra.Command {
+	var (
+		runDir     string
+		workers    []int
+		gbps       []float64
+		latencies  []float64
+		algorithms []string
+		widths     []int
+		out        string
+	)
+	cmd := &cobra.Command{
+		Use:   "predict --run DIR [--workers LIST] [--gbps LIST] [--latency-us LIST] [--algorithms LIST] [--pipeline LIST] [--out DIR]",
+		Short: "Predict step time and speed-up of a finished run on clusters of other sizes, bandwidths, latencies and algorithms",
+		Long: `Read a finished run's summary.json (a run of at least 2 workers: its
+time_model holds the measured compute time of one worker's step and the steady
+step's collective calls with their bytes) and predict, for every combination of
+--workers N, --gbps, --latency-us, --algorithms and --pipeline width, one step's
+communication time (the calls' alpha-beta costs on the algorithm, one after
+the other), its wall time (compute + communication, or their maximum for
+width 2) and the speed-up over one machine processing the same global batch
+(N x compute / step time). Compression sizes are those the run measured; an
+all-gather's per-worker payload and an all-reduce's buffer stay as they were
+at the run's N.
+
+Writes to --out (default: DIR/timemodel): predict.csv (every combination),
+table.md (per algorithm and latency: step time in ms and speed-up for each N
+and bandwidth, width 1 and 2) and predict.png/.svg (speed-up against N, log2
+axis, one line per bandwidth and width, for the first algorithm and latency,
+with the ideal N for reference).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if runDir == "" {
+				return errors.New("--run: give the run directory whose summary.json to read")
+			}
+			path := filepath.Join(runDir, "summary.json")
+			sum, err := train.ReadSummary(path)
+			if err != nil {
+				return err
+			}
+			tm := sum.TimeModel
+			if tm == nil || tm.ComputeSecondsPerStep <= 0 {
+				return fmt.Errorf("%s: no time_model (a run of one worker, or one that took no step): nothing to predict from", path)
+			}
+			if len(tm.AllReduceBytes)+len(tm.AllGatherBytes) == 0 && tm.BytesPerWorkerStep > 0 {
+				return fmt.Errorf("%s: time_model lists no collective calls (written by an older gradwire): rerun the run to predict from it", path)
+			}
+			for _, n := range workers {
+				if n < 1 {
+					return fmt.Errorf("--workers %d: expected >= 1", n)
+				}
+			}
+			for _, g := range gbps {
+				if !(g > 0) || math.IsInf(g, 1) {
+					return fmt.Errorf("--gbps %v: expected a finite bandwidth > 0", g)
+				}
+			}
+			for _, l := range latencies {
+				if !(l >= 0) || math.IsInf(l, 1) {
+					return fmt.Errorf("--latency-us %v: expected a finite latency >= 0", l)
+				}
+			}
+			for _, a := range algorithms {
+				if _, ok := dist.Algorithms[a]; !ok {
+					return fmt.Errorf("--algorithms %q: expected one of %s", a, strings.Join(dist.AlgorithmNames(), ", "))
+				}
+			}
+			for _, w := range widths {
+				if w != 1 && w != 2 {
+					return fmt.Errorf("--pipeline %d: expected 1 or 2", w)
+				}
+			}
+			if out == "" {
+				out = filepath.Join(runDir, "timemodel")
+			}
+			traffic := dist.StepTraffic{AllReduceBytes: tm.AllReduceBytes, AllGatherBytes: tm.AllGatherBytes}
+			var rows []predictRow
+			for _, a := range algorithms {
+				for _, l := range latencies {
+					for _, g := range gbps {
+						for _, w := range widths {
+							for _, n := range workers {
+								net := dist.Network{BandwidthGbps: g, LatencyUs: l, Topology: a}
+								rows = append(rows, predictRow{a, l, g, w, net.Predict(tm.ComputeSecondsPerStep, traffic, n, w == 2)})
+							}
+						}
+					}
+				}
+			}
+			p := &prediction{run: runDir, sum: sum, rows: rows, workers: workers, gbps: gbps, latencies: latencies, algorithms: algorithms, widths: widths}
+			if err := p.write(out); err != nil {
+				return err
+			}
+			fmt.Fprint(cmd.OutOrStdout(), p.table())
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&runDir, "run", "", "run directory (its summary.json)")
+	f.IntSliceVar(&workers, "workers", []int{2, 4, 8, 16, 32, 64}, "cluster sizes N")
+	f.Float64SliceVar(&gbps, "gbps", []float64{1, 10, 100}, "link bandwidths in Gbit/s")
+	f.Float64SliceVar(&latencies, "latency-us", []float64{50}, "per-message latencies in microseconds")
+	f.StringSliceVar(&algorithms, "algorithms", []string{dist.TopologyRing}, "collective algorithms ("+strings.Join(dist.AlgorithmNames(), ", ")+")")
+	f.IntSliceVar(&widths, "pipeline", []int{1, 2}, "pipeline widths (1, 2)")
+	f.StringVar(&out, "out", "", "output directory (default: the run's timemodel/)")
+	return cmd
+}
+
+type predictRow struct {
+	algorithm string
+	latency   float64
+	gbps      float64
+	width     int
+	p         dist.Prediction
+}
+
+type prediction struct {
+	run        string
+	sum        *train.Summary
+	rows       []predictRow
+	workers    []int
+	gbps       []float64
+	latencies  []float64
+	algorithms []string
+	widths     []int
+}
+
+func (p *prediction) find(a string, l, g float64, w, n int) dist.Prediction {
+	for _, r := range p.rows {
+		if r.algorithm == a && r.latency == l && r.gbps == g && r.width == w && r.p.Workers == n {
+			return r.p
+		}
+	}
+	return dist.Prediction{}
+}
+
+func (p *prediction) table() string {
+	var b strings.Builder
+	tm := p.sum.TimeModel
+	fmt.Fprintf(&b, "# Predicted step time and speed-up\n\nRun %s: %s, %s, %d workers measured, compute %.3f ms per worker step, %d all-reduce and %d all-gather calls a steady step (%d bytes sent per worker).\n",
+		p.run, p.sum.Model, p.sum.Compressor, p.sum.Workers, tm.ComputeSecondsPerStep*1e3, len(tm.AllReduceBytes), len(tm.AllGatherBytes), tm.BytesPerWorkerStep)
+	for _, a := range p.algorithms {
+		for _, l := range p.latencies {
+			fmt.Fprintf(&b, "\n## %s, latency %g us\n\nStep time (ms) / speed-up over one machine.\n\n| N |", a, l)
+			for _, g := range p.gbps {
+				for _, w := range p.widths {
+					fmt.Fprintf(&b, " %g Gbit/s, width %d |", g, w)
+				}
+			}
+			b.WriteString("\n|--:|" + strings.Repeat("--:|", len(p.gbps)*len(p.widths)) + "\n")
+			for _, n := range p.workers {
+				fmt.Fprintf(&b, "| %d |", n)
+				for _, g := range p.gbps {
+					for _, w := range p.widths {
+						r := p.find(a, l, g, w, n)
+						fmt.Fprintf(&b, " %.2f / %.2fx |", r.StepSeconds*1e3, r.SpeedUp)
+					}
+				}
+				b.WriteString("\n")
+			}
+		}
+	}
+	b.WriteString("\nThe alpha-beta model of each algorithm (dist.Algorithms) over the run's measured calls; width 2 overlaps a step's communication with the next step's compute (max instead of sum). Speed-up: N x compute / step time.\n")
+	return b.String()
+}
+
+func (p *prediction) write(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var c bytes.Buffer
+	w := csv.NewWriter(&c)
+	w.Write([]string{"algorithm", "latency_us", "gbps", "pipeline", "workers", "compute_seconds", "comm_seconds", "step_seconds", "speedup"})
+	for _, r := range p.rows {
+		f := func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+		w.Write([]string{r.algorithm, f(r.latency), f(r.gbps), strconv.Itoa(r.width), strconv.Itoa(r.p.Workers), f(r.p.ComputeSeconds), f(r.p.CommSeconds), f(r.p.StepSeconds), f(r.p.SpeedUp)})
+	}
+	w.Flush()
+	if err := w.Error(); err != nil {
+		return err
+	}
+	if err := atomicfile.Write(filepath.Join(dir, "predict.csv"), c.Bytes()); err != nil {
+		return err
+	}
+	if err := atomicfile.Write(filepath.Join(dir, "table.md"), []byte(p.table())); err != nil {
+		return err
+	}
+	return p.plot(dir)
+}
+
+func (p *prediction) plot(dir string) error {
+	a, l := p.algorithms[0], p.latencies[0]
+	pl := plot.New()
+	pl.Title.Text = fmt.Sprintf("%s (%s, %s): predicted speed-up, %s, latency %g us", p.sum.Model, p.sum.Compressor, p.run, a, l)
+	pl.X.Label.Text = "machines N (log2 scale)"
+	pl.Y.Label.Text = "speed-up over one machine"
+	pl.X.Scale = log2Scale{}
+	pl.X.Tick.Marker = log2Ticks{}
+	pl.Add(plotter.NewGrid())
+	pl.Legend.Top, pl.Legend.Left = true, true
+	colours := []color.Color{color.RGBA{31, 119, 180, 255}, color.RGBA{255, 127, 14, 255}, color.RGBA{44, 160, 44, 255},
+		color.RGBA{214, 39, 40, 255}, color.RGBA{148, 103, 189, 255}, color.RGBA{140, 86, 75, 255}}
+	ideal := make(plotter.XYs, len(p.workers))
+	for i, n := range p.workers {
+		ideal[i] = plotter.XY{X: float64(n), Y: float64(n)}
+	}
+	li, err := plotter.NewLine(ideal)
+	if err != nil {
+		return err
+	}
+	li.LineStyle = draw.LineStyle{Color: color.Gray{Y: 150}, Width: vg.Points(1), Dashes: []vg.Length{vg.Points(2), vg.Points(3)}}
+	pl.Add(li)
+	pl.Legend.Add("ideal (N)", li)
+	for gi, g := range p.gbps {
+		for _, w := range p.widths {
+			xy := make(plotter.XYs, len(p.workers))
+			for i, n := range p.workers {
+				xy[i] = plotter.XY{X: float64(n), Y: p.find(a, l, g, w, n).SpeedUp}
+			}
+			line, points, err := plotter.NewLinePoints(xy)
+			if err != nil {
+				return err
+			}
+			c := colours[gi%len(colours)]
+			line.LineStyle = draw.LineStyle{Color: c, Width: vg.Points(1.5)}
+			points.GlyphStyle = draw.GlyphStyle{Color: c, Radius: vg.Points(3), Shape: draw.CircleGlyph{}}
+			if w == 2 {
+				line.LineStyle.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+				points.GlyphStyle.Shape = draw.TriangleGlyph{}
+			}
+			pl.Add(line, points)
+			pl.Legend.Add(fmt.Sprintf("%g Gbit/s, width %d", g, w), line, points)
+		}
+	}
+	return savePlot(pl, dir, "predict")
+}
+
+// log2Scale and log2Ticks draw an axis of powers of two.
+type log2Scale struct{}
+
+func (log2Scale) Normalize(min, max, x float64) float64 {
+	return (math.Log2(x) - math.Log2(min)) / (math.Log2(max) - math.Log2(min))
+}
+
+type log2Ticks struct{}
+
+func (log2Ticks) Ticks(min, max float64) []plot.Tick {
+	var t []plot.Tick
+	for v := math.Exp2(math.Floor(math.Log2(min))); v <= max*1.0001; v *= 2 {
+		if v >= min/1.0001 {
+			t = append(t, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'g', -1, 64)})
+		}
+	}
+	return t
 }

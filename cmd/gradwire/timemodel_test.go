@@ -40,3 +40,42 @@ func TestTimeModelFitErrors(t *testing.T) {
 		{[]string{"timemodel", "fit"}, []string{"mpirun", "--local N"}},
 	})
 }
+
+// TestTimeModelPredict predicts from a summary written by hand: compute 10 ms,
+// one all-reduce of 1e6 bytes. Ring on 4 machines at 10 Gbit/s and 50 us:
+// comm 6*50e-6 + 1.5*1e6/1.25e9 = 0.0003 + 0.0012 = 1.5 ms, step 11.5 ms,
+// speed-up 4*10/11.5 = 3.48x; width 2: max(10, 1.5) = 10 ms, 4.00x.
+func TestTimeModelPredict(t *testing.T) {
+	dir := t.TempDir()
+	summary := `{"model": "mlp", "compressor": "none", "workers": 8, "time_model": {"compute_seconds_per_step": 0.01,
+		"bytes_per_worker_step": 1000000, "link_bytes_per_step": 1750000, "topology": "ring", "latency_us": 50,
+		"all_reduce_bytes": [1000000], "predictions": []}}`
+	if err := os.WriteFile(filepath.Join(dir, "summary.json"), []byte(summary), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := run(t, "timemodel", "predict", "--run", dir, "--workers", "4", "--gbps", "10", "--algorithms", "ring")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "| 4 | 11.50 / 3.48x | 10.00 / 4.00x |") {
+		t.Fatalf("table lacks the hand-worked row:\n%s", out)
+	}
+	for _, f := range []string{"predict.csv", "table.md", "predict.png", "predict.svg"} {
+		if st, err := os.Stat(filepath.Join(dir, "timemodel", f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	old := t.TempDir()
+	os.WriteFile(filepath.Join(old, "summary.json"), []byte(strings.Replace(summary, `"all_reduce_bytes": [1000000], `, "", 1)), 0o644)
+	one := t.TempDir()
+	os.WriteFile(filepath.Join(one, "summary.json"), []byte(`{"model": "mlp", "workers": 1}`), 0o644)
+	wantErrors(t, []errorCase{
+		{[]string{"timemodel", "predict"}, []string{"--run"}},
+		{[]string{"timemodel", "predict", "--run", old}, []string{"lists no collective calls", "older gradwire"}},
+		{[]string{"timemodel", "predict", "--run", one}, []string{"no time_model"}},
+		{[]string{"timemodel", "predict", "--run", dir, "--workers", "0"}, []string{"--workers 0"}},
+		{[]string{"timemodel", "predict", "--run", dir, "--gbps", "0"}, []string{"--gbps 0"}},
+		{[]string{"timemodel", "predict", "--run", dir, "--algorithms", "star"}, []string{`--algorithms "star"`}},
+		{[]string{"timemodel", "predict", "--run", dir, "--pipeline", "3"}, []string{"--pipeline 3"}},
+	})
+}

@@ -310,7 +310,8 @@ func (j *job) fillTraffic(s *Summary, workers []workerState) {
 	}
 	compute := j.computeS / float64(j.computeN)
 	tm := &TimeModel{ComputeSecondsPerStep: compute, BytesPerWorkerStep: perStep, Topology: net.Topology, LatencyUs: net.LatencyUs,
-		LinkBytesPerStep: int64(math.Round(net.StepLinkBytes(traffic, n))), Pipelined: j.pipelined()}
+		LinkBytesPerStep: int64(math.Round(net.StepLinkBytes(traffic, n))), Pipelined: j.pipelined(),
+		AllReduceBytes: traffic.AllReduceBytes, AllGatherBytes: traffic.AllGatherBytes}
 	for _, gbps := range []float64{1, 10, 100} {
 		p := net.At(gbps).Predict(compute, traffic, n, j.pipelined())
 		tm.Predictions = append(tm.Predictions, PredictionAt{Gbps: gbps, CommSeconds: p.CommSeconds, StepSeconds: p.StepSeconds, SpeedUp: p.SpeedUp})

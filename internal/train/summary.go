@@ -72,8 +72,12 @@ type TimeModel struct {
 	Topology         string  `json:"topology"`
 	LatencyUs        float64 `json:"latency_us"`
 	// Pipelined: dist.pipeline 2, predicted as max(compute, comm) a step.
-	Pipelined   bool           `json:"pipelined,omitempty"`
-	Predictions []PredictionAt `json:"predictions"`
+	Pipelined bool `json:"pipelined,omitempty"`
+	// The steady step's collective calls, in bytes each worker contributes
+	// (what gradwire timemodel predict re-evaluates for other clusters).
+	AllReduceBytes []int64        `json:"all_reduce_bytes,omitempty"`
+	AllGatherBytes []int64        `json:"all_gather_bytes,omitempty"`
+	Predictions    []PredictionAt `json:"predictions"`
 }
 
 // PredictionAt is the time model's prediction at one bandwidth.
