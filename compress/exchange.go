@@ -2,6 +2,7 @@ package compress
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/gradwire/gradwire/dist"
 	"github.com/gradwire/gradwire/optim"
@@ -81,6 +82,13 @@ type Exchange struct {
 	// Prepare took the gradient of step preparedStep.
 	prepared     bool
 	preparedStep int
+	// The compressor's own computation (encoding, decoding; no collective),
+	// for the time model: prepCodec is Prepare's share of the coming step,
+	// codec the total over the steady steps exchanged with others, counted
+	// by codecSteps.
+	prepCodec  time.Duration
+	codec      time.Duration
+	codecSteps int64
 }
 
 // Builder makes one worker's compressor for the tensors it compresses.
@@ -180,6 +188,17 @@ func (x *Exchange) CompressedTensors() []Tensor { return x.packed }
 // Traffic is the worker's wire accounting so far.
 func (x *Exchange) Traffic() Traffic { return x.traffic }
 
+// CodecSeconds is the mean time per steady step this worker spent in its
+// compressor's own computation (encoding, decoding; no collective), 0 before
+// any: the time model adds it to a step's compute time, which covers forward
+// and backward only.
+func (x *Exchange) CodecSeconds() float64 {
+	if x.codecSteps == 0 {
+		return 0
+	}
+	return x.codec.Seconds() / float64(x.codecSteps)
+}
+
 // SetTraffic restores the accounting (resume from a checkpoint).
 func (x *Exchange) SetTraffic(t Traffic) { x.traffic = t }
 
@@ -237,9 +256,11 @@ func (x *Exchange) Prepare(grad []float32, step int) (bool, error) {
 	if x.inPlace {
 		return false, nil
 	}
+	t0 := time.Now()
 	if err := x.take(grad, x.step(step)); err != nil {
 		return false, err
 	}
+	x.prepCodec = time.Since(t0)
 	x.prepared, x.preparedStep = true, step
 	return true, nil
 }
@@ -293,11 +314,22 @@ func (x *Exchange) exchange(grad []float32, step int, keep bool) error {
 			x.book(kind, wire, dense, steady)
 		}
 	}
+	var spent time.Duration // the compressor's computation in this step
+	defer func() {
+		if n > 1 && steady && x.comp != nil {
+			x.codec += spent + x.prepCodec
+			x.codecSteps++
+		}
+		x.prepCodec = 0
+	}()
+	t0 := time.Now()
 	if !x.prepared || x.preparedStep != step {
+		x.prepCodec = 0
 		if err := x.take(grad, info); err != nil {
 			return err
 		}
 	}
+	spent += time.Since(t0)
 	x.prepared = false
 	if len(x.dense) > 0 {
 		if err := x.exchangeDense(grad, n, keep); err != nil {
@@ -319,9 +351,11 @@ func (x *Exchange) exchange(grad []float32, step int, keep bool) error {
 		p := x.first
 		if r > 0 || !x.flat {
 			var err error
+			t0 := time.Now()
 			if p, err = x.send.Compress(r, x.cbuf, prev, info); err != nil {
 				return fmt.Errorf("compress %s: round %d: %w", x.send.name, r, err)
 			}
+			spent += time.Since(t0)
 		}
 		switch x.send.needs.Op(r) {
 		case dist.OpAllReduce:
@@ -354,12 +388,17 @@ func (x *Exchange) exchange(grad []float32, step int, keep bool) error {
 			return nil
 		}
 		if sd, ok := x.comp.(stateDecoder); ok {
-			return sd.decodeState(prev, info)
+			t0 := time.Now()
+			err := sd.decodeState(prev, info)
+			spent += time.Since(t0)
+			return err
 		}
 	}
+	t0 = time.Now()
 	if err := x.send.Decompress(prev, x.out, info); err != nil {
 		return err
 	}
+	spent += time.Since(t0)
 	if !keep {
 		return nil
 	}

@@ -106,3 +106,54 @@ func TestExchange64(t *testing.T) {
 		t.Fatal("a compressing exchange took float64 gradients")
 	}
 }
+
+// TestExchangeCodecSeconds: the compressor's own time is counted in steady
+// steps with others (top-k on two workers), not without a compressor and not
+// for a lone worker.
+func TestExchangeCodecSeconds(t *testing.T) {
+	params := conformanceParams()
+	size := 0
+	for _, p := range params {
+		size += len(p.Value)
+	}
+	run := func(name string, workers int) float64 {
+		members, err := dist.NewLocal(workers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		xs := make([]*Exchange, workers)
+		for w := range xs {
+			info := func(step int) StepInfo { return StepInfo{Step: step, Workers: workers, Worker: w} }
+			if xs[w], err = NewExchange(conformanceConfig(name), params, members[w], 1, Hyper{}, info); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for step := range 3 {
+			var wg sync.WaitGroup
+			for w := range xs {
+				g := make([]float32, size)
+				for i := range g {
+					g[i] = float32(i%7) - 3
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if err := xs[w].Exchange(g, step); err != nil {
+						t.Error(err)
+					}
+				}()
+			}
+			wg.Wait()
+		}
+		return xs[0].CodecSeconds()
+	}
+	if s := run("topk", 2); !(s > 0) {
+		t.Errorf("top-k on 2 workers: codec %v s a step, want > 0", s)
+	}
+	if s := run("none", 2); s != 0 {
+		t.Errorf("no compressor: codec %v s a step, want 0", s)
+	}
+	if s := run("topk", 1); s != 0 {
+		t.Errorf("one worker: codec %v s a step, want 0 (nothing is exchanged)", s)
+	}
+}

@@ -22,6 +22,9 @@ type Algorithm struct {
 	allGather func(s, N float64) (alphas, bytes float64)
 }
 
+// lengthBytes is one worker's payload length in an all-gather's first round.
+const lengthBytes = 4
+
 // lg is ceil(log2 N), the rounds of a recursive or tree algorithm.
 func lg(N float64) float64 { return math.Ceil(math.Log2(N)) }
 
@@ -124,7 +127,12 @@ func (n Network) terms(k Op, bytes int64, workers int) (alphas, linkBytes float6
 		a = Algorithms[TopologyRing] // Validate reports the name
 	}
 	if k == OpAllGather {
-		return a.allGather(float64(bytes), float64(workers))
+		// Payloads differ in size between workers, so the all-gather first
+		// gathers their 4-byte lengths (as the MPI backend does), then the
+		// payloads.
+		la, lb := a.allGather(lengthBytes, float64(workers))
+		pa, pb := a.allGather(float64(bytes), float64(workers))
+		return la + pa, lb + pb
 	}
 	return a.allReduce(float64(bytes), float64(workers))
 }

@@ -308,8 +308,12 @@ func (j *job) fillTraffic(s *Summary, workers []workerState) {
 			traffic.Add(needs.Op(int(r)), b)
 		}
 	}
-	compute := j.computeS / float64(j.computeN)
-	tm := &TimeModel{ComputeSecondsPerStep: compute, BytesPerWorkerStep: perStep, Topology: net.Topology, LatencyUs: net.LatencyUs,
+	// A step's compute on a worker: forward and backward, then its
+	// compressor's encoding and decoding (worker 0's, which decodes the mean
+	// as every worker of a cluster would).
+	codec := j.exchanges[0].CodecSeconds()
+	compute := j.computeS/float64(j.computeN) + codec
+	tm := &TimeModel{ComputeSecondsPerStep: compute, CodecSecondsPerStep: codec, BytesPerWorkerStep: perStep, Topology: net.Topology, LatencyUs: net.LatencyUs,
 		LinkBytesPerStep: int64(math.Round(net.StepLinkBytes(traffic, n))), Pipelined: j.pipelined(),
 		AllReduceBytes: traffic.AllReduceBytes, AllGatherBytes: traffic.AllGatherBytes}
 	for _, gbps := range []float64{1, 10, 100} {

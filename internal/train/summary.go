@@ -63,7 +63,10 @@ type Summary struct {
 // time of one worker's step plus the predicted communication on a cluster of
 // `workers` machines, at 1, 10 and 100 Gbit/s.
 type TimeModel struct {
+	// ComputeSecondsPerStep is one worker's forward and backward plus its
+	// compressor's computation (CodecSecondsPerStep, in it).
 	ComputeSecondsPerStep float64 `json:"compute_seconds_per_step"`
+	CodecSecondsPerStep   float64 `json:"codec_seconds_per_step,omitempty"`
 	BytesPerWorkerStep    int64   `json:"bytes_per_worker_step"` // what one worker sends per steady step
 	// LinkBytesPerStep is what crosses the busiest link per steady step for
 	// the topology and each round's collective: (N-1) x the payload for an
