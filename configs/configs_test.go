@@ -493,6 +493,7 @@ func TestValidateAll(t *testing.T) {
 	c.Schedule.BaseBatch = -1
 	c.Schedule.Scaling = "cubic"
 	c.Optim.LARSEta, c.Optim.LAMBMaxGradNorm, c.Schedule.Power = -1, -1, -1
+	c.Optim.SAMRho, c.Optim.SAMEta, c.Optim.SAMAdaptive = -1, -1, true
 	c.Train.Epochs, c.Train.LogEvery, c.Train.MaxSteps, c.Train.EvalLimit = 0, 0, -1, -1
 	c.Train.CheckpointEvery, c.Train.CheckpointMinutes, c.Train.KeepCheckpoints, c.Train.MaxLoss = -1, -1, 0, -1
 	c.Dist.Workers, c.Dist.Replicas, c.Dist.Backend = 0, -1, "grpc"
@@ -614,7 +615,7 @@ func ExampleLoad() {
 	fmt.Println(err)
 	// Output:
 	// run mlp [300 100] 0.1
-	// --set: unknown key "optim.learning_rate"; did you mean "optim.lr"? (valid optim keys: adapt_norm_bias, beta1, beta2, clip_norm, decay_norm_bias, eps, lamb_max_grad_norm, lamb_no_bias_correction, lars_clip, lars_eta, lr, momentum, name, nesterov, novograd_eps_inside_sqrt, novograd_grad_averaging, weight_decay)
+	// --set: unknown key "optim.learning_rate"; did you mean "optim.lr"? (valid optim keys: adapt_norm_bias, beta1, beta2, clip_norm, decay_norm_bias, eps, lamb_max_grad_norm, lamb_no_bias_correction, lars_clip, lars_eta, lr, momentum, name, nesterov, novograd_eps_inside_sqrt, novograd_grad_averaging, sam_adaptive, sam_eta, sam_rho, weight_decay)
 }
 
 func TestDGCNeedsSGD(t *testing.T) {

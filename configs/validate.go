@@ -114,6 +114,11 @@ func (c Config) problems() []problem.Problem {
 		ps.Need(m.Precision != models.PrecisionFloat64, "model.precision", m.Precision, fmt.Sprintf(why, b, "model.precision float32"))
 		ps.Need(c.Dist.Mode == "allreduce" || c.Dist.Staleness == 0, "dist.staleness", c.Dist.Staleness, fmt.Sprintf(why, b, "a synchronous step (dist.staleness 0)"))
 	}
+	if c.Optim.SAMRho > 0 {
+		why := "with optim.sam_rho %v (each worker's gradient taken at a perturbed point) needs %s"
+		ps.Need(m.Precision != models.PrecisionFloat64, "model.precision", m.Precision, fmt.Sprintf(why, c.Optim.SAMRho, "model.precision float32"))
+		ps.Need(c.Dist.Mode == "allreduce" || c.Dist.Staleness == 0, "dist.mode", c.Dist.Mode, fmt.Sprintf(why, c.Optim.SAMRho, "synchronous steps (dist.mode allreduce, or ps with dist.staleness 0)"))
+	}
 	if c.Dist.Mode == "ps" && c.Dist.Staleness != 0 {
 		// The asynchronous server applies one dense gradient at a time, on
 		// one process.

@@ -48,6 +48,14 @@ type Config struct {
 	// divides by sqrt(v)+eps (the default), OpenSeq2Seq by sqrt(v+eps).
 	NovoGradGradAveraging bool `mapstructure:"novograd_grad_averaging" yaml:"novograd_grad_averaging"`   // ghat *= 1-beta1
 	NovoGradEpsInsideSqrt bool `mapstructure:"novograd_eps_inside_sqrt" yaml:"novograd_eps_inside_sqrt"` // g/sqrt(v+eps)
+
+	// Sharpness-aware minimization around the optimizer above (Foret et al.
+	// 2021): each worker's gradient is taken at w + e, e = SAMRho g/||g|| (0 =
+	// off); SAMAdaptive scales the region per weight by |w| + SAMEta (ASAM,
+	// Kwon et al. 2021).
+	SAMRho      float64 `mapstructure:"sam_rho" yaml:"sam_rho"`           // radius of the ascent step, >= 0
+	SAMAdaptive bool    `mapstructure:"sam_adaptive" yaml:"sam_adaptive"` // adaptive SAM
+	SAMEta      float64 `mapstructure:"sam_eta" yaml:"sam_eta"`           // adaptive SAM's offset, >= 0
 }
 
 // ScheduleConfig is the learning-rate schedule (the `schedule` section of a run config).
@@ -72,7 +80,8 @@ func DefaultConfig() Config {
 		Momentum:        0.9,
 		WeightDecay:     5e-4,
 		LARSEta:         defaultLARSEta,
-		LAMBMaxGradNorm: 1.0, // apex FusedLAMB
+		LAMBMaxGradNorm: 1.0,  // apex FusedLAMB
+		SAMEta:          0.01, // ASAM's class default
 	}
 }
 
@@ -106,6 +115,9 @@ func (c Config) Problems() []problem.Problem {
 	ps.NonNegative("optim.lars_eta", c.LARSEta)
 	ps.NonNegative("optim.lamb_max_grad_norm", c.LAMBMaxGradNorm)
 	ps.NonNegative("optim.clip_norm", c.ClipNorm)
+	ps.NonNegative("optim.sam_rho", c.SAMRho)
+	ps.NonNegative("optim.sam_eta", c.SAMEta)
+	ps.Need(!c.SAMAdaptive || c.SAMRho > 0, "optim.sam_adaptive", c.SAMAdaptive, "needs optim.sam_rho > 0 (adaptive SAM's radius, e.g. 0.5)")
 
 	names := []string{c.Name}
 	if _, ok := Registry[c.Name]; !ok {

@@ -148,6 +148,20 @@ func (j *job) setupReplicas(ctx context.Context, in models.Input, evalBatch int)
 			return err
 		}
 		j.nets[r], reps[r] = net, net
+		if o := j.cfg.Optim; o.SAMRho > 0 {
+			var bufs [][]float32
+			for _, b := range net.Buffers() {
+				bufs = append(bufs, b.Value)
+			}
+			// L2 decay is part of the gradient (SGD, Adam, LARS), and so of
+			// e, as the reference adds it to the loss; decoupled decay
+			// (AdamW, LAMB, NovoGrad) is not.
+			decay := 0.0
+			if o.Name == "sgd" || o.Name == "adam" || o.Name == "lars" {
+				decay = o.WeightDecay
+			}
+			reps[r] = newSAMReplica(net, net.Params(), bufs, o.SAMRho, o.SAMEta, decay, o.SAMAdaptive, o.DecayNormBias)
+		}
 	}
 	j.net = j.nets[0]
 	o := j.cfg.Optim
