@@ -89,6 +89,10 @@ type Exchange struct {
 	prepCodec  time.Duration
 	codec      time.Duration
 	codecSteps int64
+	// gatherMax sums, per round, the largest payload any worker sent in an
+	// all-gather of a steady step (a ring all-gather's rounds wait for the
+	// largest block), over codecSteps steps.
+	gatherMax []int64
 }
 
 // Builder makes one worker's compressor for the tensors it compresses.
@@ -187,6 +191,20 @@ func (x *Exchange) CompressedTensors() []Tensor { return x.packed }
 
 // Traffic is the worker's wire accounting so far.
 func (x *Exchange) Traffic() Traffic { return x.traffic }
+
+// GatherMax is, for each round, the mean over steady steps of the largest
+// payload any worker sent in that round's all-gather (0 for all-reduce
+// rounds); nil before any.
+func (x *Exchange) GatherMax() []float64 {
+	if x.codecSteps == 0 || x.gatherMax == nil {
+		return nil
+	}
+	out := make([]float64, len(x.gatherMax))
+	for r, b := range x.gatherMax {
+		out[r] = float64(b) / float64(x.codecSteps)
+	}
+	return out
+}
 
 // CodecSeconds is the mean time per steady step this worker spent in its
 // compressor's own computation (encoding, decoding; no collective), 0 before
@@ -371,6 +389,16 @@ func (x *Exchange) exchange(grad []float32, step int, keep bool) error {
 				var err error
 				if all, err = x.member.AllGather(p.Bytes); err != nil {
 					return err
+				}
+				if steady && x.comp != nil {
+					if len(x.gatherMax) != x.send.needs.Rounds {
+						x.gatherMax = make([]int64, x.send.needs.Rounds)
+					}
+					var largest int
+					for _, b := range all {
+						largest = max(largest, len(b))
+					}
+					x.gatherMax[r] += int64(largest)
 				}
 			}
 			prev = Combined{Bytes: all, Workers: n}

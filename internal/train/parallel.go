@@ -303,10 +303,16 @@ func (j *job) fillTraffic(s *Summary, workers []workerState) {
 		steps, wire = t.Steps, t.Wire
 	}
 	perStep := wire / steps
-	var traffic dist.StepTraffic
+	// traffic holds each call's mean bytes per worker (what crosses the
+	// links); timed the bytes a call takes the time of: an all-gather's ring
+	// rounds each wait for the largest block in flight, so its calls are
+	// timed at the largest payload any worker sent.
+	var traffic, timed dist.StepTraffic
 	if t.DenseStep > 0 {
 		traffic.Add(dist.OpAllReduce, t.DenseStep)
+		timed.Add(dist.OpAllReduce, t.DenseStep)
 	}
+	largest := j.exchanges[0].GatherMax()
 	if c := j.exchanges[0].Compressor(); c != nil {
 		needs := c.Needs()
 		rounds := int64(needs.Rounds)
@@ -320,6 +326,11 @@ func (j *job) fillTraffic(s *Summary, workers []workerState) {
 				b = t.SteadyRoundWire[r] / t.SteadySteps
 			}
 			traffic.Add(needs.Op(int(r)), b)
+			if op := needs.Op(int(r)); op == dist.OpAllGather && int(r) < len(largest) && largest[r] > 0 {
+				timed.Add(op, int64(math.Round(largest[r])))
+			} else {
+				timed.Add(op, b)
+			}
 		}
 	}
 	// A step's compute on a worker: forward and backward, then its
@@ -329,9 +340,9 @@ func (j *job) fillTraffic(s *Summary, workers []workerState) {
 	compute := j.computeS/float64(j.computeN) + codec
 	tm := &TimeModel{ComputeSecondsPerStep: compute, CodecSecondsPerStep: codec, BytesPerWorkerStep: perStep, Topology: net.Topology, LatencyUs: net.LatencyUs,
 		LinkBytesPerStep: int64(math.Round(net.StepLinkBytes(traffic, n))), Pipelined: j.pipelined(),
-		AllReduceBytes: traffic.AllReduceBytes, AllGatherBytes: traffic.AllGatherBytes}
+		AllReduceBytes: timed.AllReduceBytes, AllGatherBytes: timed.AllGatherBytes}
 	for _, gbps := range []float64{1, 10, 100} {
-		p := net.At(gbps).Predict(compute, traffic, n, j.pipelined())
+		p := net.At(gbps).Predict(compute, timed, n, j.pipelined())
 		tm.Predictions = append(tm.Predictions, PredictionAt{Gbps: gbps, CommSeconds: p.CommSeconds, StepSeconds: p.StepSeconds, SpeedUp: p.SpeedUp})
 	}
 	s.TimeModel = tm

@@ -77,7 +77,9 @@ type TimeModel struct {
 	// Pipelined: dist.pipeline 2, predicted as max(compute, comm) a step.
 	Pipelined bool `json:"pipelined,omitempty"`
 	// The steady step's collective calls, in bytes each worker contributes
-	// (what gradwire timemodel predict re-evaluates for other clusters).
+	// (an all-gather's: the largest payload, which its rounds wait for),
+	// what the predictions cost and gradwire timemodel predict re-evaluates
+	// for other clusters.
 	AllReduceBytes []int64        `json:"all_reduce_bytes,omitempty"`
 	AllGatherBytes []int64        `json:"all_gather_bytes,omitempty"`
 	Predictions    []PredictionAt `json:"predictions"`

@@ -20,12 +20,16 @@ func TestTimeModelRoundsAtTheirCollectives(t *testing.T) {
 		name string
 		sets []string
 		link func(p float64) float64 // compressed link bytes from the compressed payload
+		// gathered is the all-gather the predictions time: the largest payload
+		// any worker sent (top-k: all equal; ScaleCom: the leader's indices,
+		// not their mean over the workers).
+		gathered func(p float64) float64
 	}{
-		{"topk", []string{"compress.name=topk"}, func(p float64) float64 { return (n-1)*p + (n-1)*4 }},
+		{"topk", []string{"compress.name=topk"}, func(p float64) float64 { return (n-1)*p + (n-1)*4 }, func(p float64) float64 { return p }},
 		{"scalecom", []string{"compress.name=scalecom", "compress.scalecom.warmup_epochs=0"}, func(p float64) float64 {
 			k4 := p * n / (n + 1)
 			return (n-1)*k4/n + 2*(n-1)/n*k4 + (n-1)*4
-		}},
+		}, func(p float64) float64 { return p * n / (n + 1) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := smallConfig(t, "mlp", append([]string{"dist.workers=4", "train.epochs=1", "compress.min_size=0",
@@ -44,6 +48,9 @@ func TestTimeModelRoundsAtTheirCollectives(t *testing.T) {
 			want := 2*(n-1)/n*dense + tc.link(p)
 			if got := float64(tm.LinkBytesPerStep); math.Abs(got-want) > 4 {
 				t.Errorf("link bytes per step %v, want %.1f (payload %.1f, dense %.1f)", got, want, p, dense)
+			}
+			if len(tm.AllGatherBytes) != 1 || math.Abs(float64(tm.AllGatherBytes[0])-tc.gathered(p)) > 2 {
+				t.Errorf("all-gather timed at %v bytes, want %.1f", tm.AllGatherBytes, tc.gathered(p))
 			}
 			t.Logf("%s: %d B sent per worker-step, %d B per link-step", tc.name, tm.BytesPerWorkerStep, tm.LinkBytesPerStep)
 		})
