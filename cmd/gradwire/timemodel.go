@@ -364,8 +364,7 @@ func (r *fitResult) plot(dir string) error {
 	p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
 	p.Add(plotter.NewGrid())
 	p.Legend.Top, p.Legend.Left = true, true
-	colours := []color.Color{color.RGBA{31, 119, 180, 255}, color.RGBA{255, 127, 14, 255}, color.RGBA{44, 160, 44, 255},
-		color.RGBA{214, 39, 40, 255}, color.RGBA{148, 103, 189, 255}}
+	colours := plotColours
 	points := func(name string, y func(bench.AllReduceTiming) float64, c color.Color, shape draw.GlyphDrawer) error {
 		xy := make(plotter.XYs, len(r.timings))
 		for i, t := range r.timings {
@@ -415,6 +414,11 @@ func (r *fitResult) plot(dir string) error {
 	}
 	return savePlot(p, dir, "fit")
 }
+
+// plotColours are the series colours of the commands' plots (matplotlib's
+// first six, as the sweep reports use).
+var plotColours = []color.Color{color.RGBA{31, 119, 180, 255}, color.RGBA{255, 127, 14, 255}, color.RGBA{44, 160, 44, 255},
+	color.RGBA{214, 39, 40, 255}, color.RGBA{148, 103, 189, 255}, color.RGBA{140, 86, 75, 255}}
 
 // savePlot writes p as dir/name.png and dir/name.svg (9 x 6 inches).
 func savePlot(p *plot.Plot, dir, name string) error {
@@ -633,8 +637,7 @@ func (p *prediction) plot(dir string) error {
 	pl.X.Tick.Marker = log2Ticks{}
 	pl.Add(plotter.NewGrid())
 	pl.Legend.Top, pl.Legend.Left = true, true
-	colours := []color.Color{color.RGBA{31, 119, 180, 255}, color.RGBA{255, 127, 14, 255}, color.RGBA{44, 160, 44, 255},
-		color.RGBA{214, 39, 40, 255}, color.RGBA{148, 103, 189, 255}, color.RGBA{140, 86, 75, 255}}
+	colours := plotColours
 	ideal := make(plotter.XYs, len(p.workers))
 	for i, n := range p.workers {
 		ideal[i] = plotter.XY{X: float64(n), Y: float64(n)}
