@@ -1,12 +1,8 @@
 package main
 
 import (
-	"bytes"
-	"encoding/csv"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -17,7 +13,6 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/gradwire/gradwire/dist/straggler"
-	"github.com/gradwire/gradwire/internal/atomicfile"
 )
 
 func newStragglersCmd() *cobra.Command {
@@ -186,27 +181,12 @@ func (r *stragglerResult) table() string {
 }
 
 func (r *stragglerResult) write(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	var c bytes.Buffer
-	w := csv.NewWriter(&c)
-	w.Write([]string{"delay", "workers", "backups", "simulated", "stderr", "closed_form", "how", "gauss_asymptote"})
 	f := func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+	rows := [][]string{{"delay", "workers", "backups", "simulated", "stderr", "closed_form", "how", "gauss_asymptote"}}
 	for _, row := range r.rows {
-		w.Write([]string{row.delay, strconv.Itoa(row.workers), strconv.Itoa(row.backups), f(row.sim.Mean), f(row.sim.StdErr), f(row.exact), row.how, f(row.asymptote)})
+		rows = append(rows, []string{row.delay, strconv.Itoa(row.workers), strconv.Itoa(row.backups), f(row.sim.Mean), f(row.sim.StdErr), f(row.exact), row.how, f(row.asymptote)})
 	}
-	w.Flush()
-	if err := w.Error(); err != nil {
-		return err
-	}
-	if err := atomicfile.Write(filepath.Join(dir, "stragglers.csv"), c.Bytes()); err != nil {
-		return err
-	}
-	if err := atomicfile.Write(filepath.Join(dir, "table.md"), []byte(r.table())); err != nil {
-		return err
-	}
-	return r.plot(dir)
+	return writeOutputs(dir, "stragglers", rows, r.table(), r.plot)
 }
 
 // plot draws the expected step time 1 + E[X_(K:K)] (no backups) against K.

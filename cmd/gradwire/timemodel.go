@@ -415,6 +415,27 @@ func (r *fitResult) plot(dir string) error {
 	return savePlot(p, dir, "fit")
 }
 
+// writeOutputs writes a command's results into dir, each file via a
+// temporary file and a rename: rows as name.csv, table as table.md, then the
+// plot (which writes its own PNG and SVG).
+func writeOutputs(dir, name string, rows [][]string, table string, plot func(dir string) error) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var c bytes.Buffer
+	w := csv.NewWriter(&c)
+	if err := w.WriteAll(rows); err != nil {
+		return err
+	}
+	if err := atomicfile.Write(filepath.Join(dir, name+".csv"), c.Bytes()); err != nil {
+		return err
+	}
+	if err := atomicfile.Write(filepath.Join(dir, "table.md"), []byte(table)); err != nil {
+		return err
+	}
+	return plot(dir)
+}
+
 // plotColours are the series colours of the commands' plots (matplotlib's
 // first six, as the sweep reports use).
 var plotColours = []color.Color{color.RGBA{31, 119, 180, 255}, color.RGBA{255, 127, 14, 255}, color.RGBA{44, 160, 44, 255},

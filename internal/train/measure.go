@@ -1,0 +1,264 @@
+package train
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+
+	"github.com/gradwire/gradwire/configs"
+	"github.com/gradwire/gradwire/data"
+	"github.com/gradwire/gradwire/internal/atomicfile"
+	"github.com/gradwire/gradwire/models"
+)
+
+// Measures are the figures gradwire measure computes on a run's final
+// parameters, over a fixed subset of its training data.
+type Measures struct {
+	Checkpoint    string  `json:"checkpoint"`
+	Epoch         int     `json:"epoch"`
+	Examples      int     `json:"examples"` // training examples the measures use (the first of a fixed permutation)
+	TrainLoss     float64 `json:"train_loss"`
+	TrainAccuracy float64 `json:"train_accuracy"`
+	TestAccuracy  float64 `json:"test_accuracy,omitempty"` // from summary.json, for the gap
+	// ParamNorm is sum_l ||W_l||_F^2 over the weight tensors (no biases or
+	// BatchNorm), the paper's parameter norm (Jiang et al. 2020, measure 42).
+	ParamNorm float64 `json:"param_norm"`
+	// HessianTop is the largest eigenvalue of the training loss's Hessian,
+	// by power iteration on Hessian-vector products taken as central
+	// differences of gradients, with step HessianStep.
+	HessianTop        float64 `json:"hessian_top_eigenvalue"`
+	HessianStep       float64 `json:"hessian_fd_step"`
+	HessianIterations int     `json:"hessian_iterations"`
+	HessianConverged  bool    `json:"hessian_converged"` // relative change below 1e-3
+}
+
+// MeasureOptions sets the data and the power iteration.
+type MeasureOptions struct {
+	Examples   int    // training examples used (multiple of Batch after rounding down)
+	Batch      int    // examples per forward/backward
+	Iterations int    // power-iteration cap
+	Seed       uint64 // subset permutation and starting vector
+}
+
+// Measure loads a finished run's latest checkpoint into a fresh model and
+// computes Measures on its training data; it writes them to
+// RUN_DIR/measures.json.
+func Measure(runDir string, o MeasureOptions) (*Measures, error) {
+	if o.Examples < 1 || o.Batch < 1 || o.Iterations < 1 {
+		return nil, fmt.Errorf("measure: %d examples, batch %d, %d iterations: expected each >= 1", o.Examples, o.Batch, o.Iterations)
+	}
+	cfgPath := filepath.Join(runDir, "config.yaml")
+	cfg, err := configs.Load(cfgPath, nil)
+	if err != nil {
+		return nil, err
+	}
+	dopts := data.Options{Name: cfg.Data.Name, Dir: cfg.Data.Dir, SeqLen: cfg.Data.SeqLen, Normalize: cfg.Data.Normalize}
+	train, _, err := data.OpenTrainTest(dopts)
+	if err != nil {
+		return nil, err
+	}
+	n := min(o.Examples, train.Len()) / o.Batch * o.Batch
+	if n == 0 {
+		return nil, fmt.Errorf("measure: %d training examples, fewer than one batch of %d", train.Len(), o.Batch)
+	}
+	in := models.Input{Shape: train.XShape(), Classes: train.Classes(), YLen: train.YLen()}
+	mc := cfg.Model
+	mc.Precision = models.PrecisionFloat32
+	net, err := models.New(mc, in, o.Batch, o.Batch, cfg.Seed)
+	if err != nil {
+		return nil, err
+	}
+	c, path, _, err := latestCheckpoint(runDir, layoutOf(net, cfg.Dist.Workers, nil))
+	if err != nil {
+		return nil, fmt.Errorf("measure %s: %w", runDir, err)
+	}
+	if c == nil {
+		return nil, fmt.Errorf("measure: %s holds no checkpoint (train.checkpoint was off?)", runDir)
+	}
+	copy(net.Flat(), c.Params)
+	bufs := net.Buffers()
+	for i, b := range c.Buffers {
+		copy(bufs[i].Value, b)
+	}
+	perm := rand.New(rand.NewPCG(o.Seed, 0x6d656173)).Perm(train.Len())[:n] // "meas"
+	xs := make([][]float32, n/o.Batch)
+	ys := make([][]int32, n/o.Batch)
+	xPer, yPer := 1, train.YLen()
+	for _, s := range train.XShape() {
+		xPer *= s
+	}
+	for b := range xs {
+		xs[b] = make([]float32, o.Batch*xPer)
+		ys[b] = make([]int32, o.Batch*yPer)
+		train.Fill(perm[b*o.Batch:(b+1)*o.Batch], xs[b], ys[b])
+	}
+	m := &Measures{Checkpoint: filepath.Base(path), Epoch: c.Epoch, Examples: n}
+	if sum, err := ReadSummary(filepath.Join(runDir, "summary.json")); err == nil && sum.TestAccuracy != nil {
+		m.TestAccuracy = *sum.TestAccuracy
+	}
+	// Loss and accuracy in evaluation mode.
+	logits := make([]float32, o.Batch*yPer*in.Classes)
+	var loss float64
+	var correct int
+	for b := range xs {
+		if err := net.Predict(xs[b], logits); err != nil {
+			return nil, err
+		}
+		l, k := crossEntropy(logits, ys[b], in.Classes)
+		loss += l
+		correct += k
+	}
+	m.TrainLoss = loss / float64(n*yPer)
+	m.TrainAccuracy = float64(correct) / float64(n*yPer)
+	for _, p := range net.Params() {
+		if !p.NoDecay {
+			for _, v := range p.Value {
+				m.ParamNorm += float64(v) * float64(v)
+			}
+		}
+	}
+	// The gradient over the subset, at the parameters in net.Flat(); Step's
+	// BatchNorm statistics updates are undone afterwards.
+	saved := make([][]float32, len(bufs))
+	for i, b := range bufs {
+		saved[i] = append([]float32(nil), b.Value...)
+	}
+	grad := func(w []float64, out []float64) error {
+		flat := net.Flat()
+		for i := range flat {
+			flat[i] = float32(w[i])
+		}
+		clear(out)
+		for b := range xs {
+			if _, err := net.Step(xs[b], ys[b]); err != nil {
+				return err
+			}
+			for i, g := range net.Grad() {
+				out[i] += float64(g) / float64(len(xs))
+			}
+		}
+		return nil
+	}
+	w0 := make([]float64, len(net.Flat()))
+	var wn float64
+	for i, v := range net.Flat() {
+		w0[i] = float64(v)
+		wn += w0[i] * w0[i]
+	}
+	// Central differences in float32: truncation O(h^2), round-off
+	// O(eps/h), balanced near eps^(1/3) of the weights' scale.
+	m.HessianStep = 5e-3 * math.Max(1, math.Sqrt(wn))
+	eig, iters, converged, err := TopEigen(grad, w0, m.HessianStep, o.Iterations, o.Seed)
+	copy(net.Flat(), c.Params)
+	for i, b := range bufs {
+		copy(b.Value, saved[i])
+	}
+	if err != nil {
+		return nil, err
+	}
+	m.HessianTop, m.HessianIterations, m.HessianConverged = eig, iters, converged
+	js, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := atomicfile.Write(filepath.Join(runDir, "measures.json"), append(js, '\n')); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// crossEntropy is the summed cross-entropy of rows of logits against labels,
+// and the number of rows whose argmax is the label.
+func crossEntropy(logits []float32, y []int32, classes int) (float64, int) {
+	var loss float64
+	var correct int
+	for r, label := range y {
+		row := logits[r*classes : (r+1)*classes]
+		mx, arg := math.Inf(-1), 0
+		for i, v := range row {
+			if float64(v) > mx {
+				mx, arg = float64(v), i
+			}
+		}
+		var s float64
+		for _, v := range row {
+			s += math.Exp(float64(v) - mx)
+		}
+		loss += mx + math.Log(s) - float64(row[label])
+		if arg == int(label) {
+			correct++
+		}
+	}
+	return loss, correct
+}
+
+// TopEigen is the largest-magnitude eigenvalue of the Hessian of the
+// function whose gradient grad computes, at w: power iteration v <- Hv/||Hv||
+// from a seeded random unit v, the Rayleigh quotient v.Hv as the estimate,
+// Hv = (grad(w + h v) - grad(w - h v)) / (2h). It stops when the estimate
+// changes by less than 1e-3 relative, or after iterations products.
+func TopEigen(grad func(w, out []float64) error, w []float64, h float64, iterations int, seed uint64) (eig float64, done int, converged bool, err error) {
+	n := len(w)
+	if n == 0 || !(h > 0) {
+		return 0, 0, false, errors.New("measure: no parameters, or a finite-difference step <= 0")
+	}
+	r := rand.New(rand.NewPCG(seed, 0x686573)) // "hes"
+	v := make([]float64, n)
+	for i := range v {
+		v[i] = r.NormFloat64()
+	}
+	return topEigenFrom(grad, w, v, h, iterations)
+}
+
+// topEigenFrom is TopEigen from the starting vector v (normalised here).
+func topEigenFrom(grad func(w, out []float64) error, w, v []float64, h float64, iterations int) (eig float64, done int, converged bool, err error) {
+	n := len(w)
+	normalize(v)
+	wp, wm := make([]float64, n), make([]float64, n)
+	gp, gm, hv := make([]float64, n), make([]float64, n), make([]float64, n)
+	prev := math.NaN()
+	for it := 1; it <= iterations; it++ {
+		for i := range w {
+			wp[i], wm[i] = w[i]+h*v[i], w[i]-h*v[i]
+		}
+		if err := grad(wp, gp); err != nil {
+			return 0, it, false, err
+		}
+		if err := grad(wm, gm); err != nil {
+			return 0, it, false, err
+		}
+		var dot float64
+		for i := range hv {
+			hv[i] = (gp[i] - gm[i]) / (2 * h)
+			dot += v[i] * hv[i]
+		}
+		eig = dot
+		if it > 1 && math.Abs(eig-prev) < 1e-3*math.Abs(eig) {
+			return eig, it, true, nil
+		}
+		prev = eig
+		copy(v, hv)
+		if normalize(v) == 0 {
+			return 0, it, true, nil // the Hessian maps v to 0: all eigenvalues seen are 0
+		}
+	}
+	return eig, iterations, false, nil
+}
+
+func normalize(v []float64) float64 {
+	var s float64
+	for _, x := range v {
+		s += x * x
+	}
+	s = math.Sqrt(s)
+	if s == 0 {
+		return 0
+	}
+	for i := range v {
+		v[i] /= s
+	}
+	return s
+}
