@@ -51,6 +51,7 @@ type runData struct {
 	sum       *train.Summary
 	epochs    []metricRecord
 	steps     []metricRecord
+	measures  *train.Measures // measures.json (gradwire measure); nil when absent
 }
 
 // metricRecord is the part of a metrics.jsonl line (train.EpochResult or a step
@@ -289,6 +290,9 @@ func readRun(dir, variation string, seed int64) (*runData, error) {
 	r.flat = flattenJSON(generic)
 	delete(r.flat, "seed") // the seed column comes first
 	if r.sum, err = train.ReadSummary(path); err != nil {
+		return nil, err
+	}
+	if r.measures, err = readMeasures(dir); err != nil {
 		return nil, err
 	}
 	f, err := os.Open(filepath.Join(dir, metricsFile))
@@ -539,6 +543,7 @@ func table(name string, groups []group, missing []string, failed []failedRun) st
 		"Speed-up at 1 and 10 Gbit/s: the time model's prediction for one machine per worker over one machine, from the measured compute time per step (blank for one worker). " +
 		"Wall time per run: the training epochs' wall-clock time on this machine, evaluation excluded (summary.json's wall_seconds, summed over the parts of a resumed run).\n")
 	b.WriteString(optimizerBatchPivot(groups, metrics, failed))
+	b.WriteString(measuresTable(groups))
 	fmt.Fprintf(&b, "\n%d runs, %.0f s of training in total (sum of wall_seconds). Rebuilt from the runs' summary.json by `gradwire report`.\n", runs, wall)
 	if len(failed) > 0 {
 		b.WriteString("\nFailed, left out:\n\n")
