@@ -38,6 +38,10 @@ type DataConfig struct {
 	// every run of a data set (see data.HoldOutOf; text holds out the last
 	// windows of its training part).
 	Validation int `mapstructure:"validation" yaml:"validation"`
+	// LabelNoise replaces this fraction of the training labels (not the
+	// validation or test ones) by another class, chosen from the seed
+	// (data.NewNoisyLabels); 0 = off.
+	LabelNoise float64 `mapstructure:"label_noise" yaml:"label_noise"`
 }
 
 // TrainConfig is the `train` section.

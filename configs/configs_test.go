@@ -472,7 +472,7 @@ func TestValidateAll(t *testing.T) {
 	c.Data.EvalBatchSize = -1
 	c.Data.SeqLen = 0
 	c.Data.Augment = true
-	c.Data.Validation = -1
+	c.Data.Validation, c.Data.LabelNoise = -1, 1
 	c.Model.Name = "vit"
 	c.Model.Hidden = []int{}
 	c.Model.HiddenSize, c.Model.Layers, c.Model.EmbedDim = 0, 0, 0

@@ -64,6 +64,8 @@ func (c Config) problems() []problem.Problem {
 	ps.Need(d.Validation >= 0, "data.validation", d.Validation,
 		"must be >= 0: the number of training examples held out as a validation split (0 = off)")
 
+	ps.Need(d.LabelNoise >= 0 && d.LabelNoise < 1, "data.label_noise", d.LabelNoise, "must be a fraction in [0, 1): the training labels replaced by another class")
+	ps.Need(d.LabelNoise == 0 || d.Name != "tinyshakespeare", "data.label_noise", d.LabelNoise, "only for classification data sets (data.name is tinyshakespeare)")
 	m := c.Model
 	ps.Add(m.Problems()...)
 	ps.Need(m.Precision != models.PrecisionFloat64 || c.Compress.Name == "none" && !c.Compress.DenseFP16, "model.precision", m.Precision,

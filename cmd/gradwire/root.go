@@ -14,6 +14,6 @@ resolved config, metrics, checkpoints and summary to a run directory.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newTrainCmd(), newSweepCmd(), newReportCmd(), newBenchCmd(), newTimeModelCmd(), newStragglersCmd(), newCodedCmd(), newMeasureCmd(), newDataCmd(), newVersionCmd())
+	root.AddCommand(newTrainCmd(), newSweepCmd(), newReportCmd(), newBenchCmd(), newTimeModelCmd(), newStragglersCmd(), newCodedCmd(), newMeasureCmd(), newInfluenceCmd(), newDataCmd(), newVersionCmd())
 	return root
 }

@@ -1,7 +1,6 @@
 package train
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/gradwire/gradwire/configs"
 	"github.com/gradwire/gradwire/data"
-	"github.com/gradwire/gradwire/internal/atomicfile"
 	"github.com/gradwire/gradwire/models"
 )
 
@@ -160,14 +158,7 @@ func Measure(runDir string, o MeasureOptions) (*Measures, error) {
 		return nil, err
 	}
 	m.HessianTop, m.HessianIterations, m.HessianConverged = eig, iters, converged
-	js, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	if err := atomicfile.Write(filepath.Join(runDir, "measures.json"), append(js, '\n')); err != nil {
-		return nil, err
-	}
-	return m, nil
+	return m, writeJSON(filepath.Join(runDir, "measures.json"), m)
 }
 
 // crossEntropy is the summed cross-entropy of rows of logits against labels,

@@ -304,6 +304,11 @@ func (j *job) setup(ctx context.Context) error {
 			return err
 		}
 	}
+	if c.Data.LabelNoise > 0 {
+		if j.train, err = data.NewNoisyLabels(j.train, c.Data.LabelNoise, uint64(c.Seed)); err != nil {
+			return fmt.Errorf("data.label_noise: %w", err)
+		}
+	}
 	j.globalBatch = c.WorkerBatch() * c.Dist.Workers
 	j.sampler = data.NewSampler(j.train.Len(), c.Seed)
 	j.stepsPerEpoch = j.sampler.StepsPerEpoch(j.globalBatch)
