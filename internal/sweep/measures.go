@@ -50,6 +50,14 @@ func kendall(mu, gap []float64) float64 {
 	return s / float64(n*(n-1))
 }
 
+// inverseSquare is 1/x^2, +Inf for 0 (a flatness of a sigma of 0).
+func inverseSquare(x float64) float64 {
+	if x == 0 {
+		return math.Inf(1)
+	}
+	return 1 / (x * x)
+}
+
 func sign(x float64) float64 {
 	switch {
 	case x > 0:
@@ -82,14 +90,43 @@ func measuresTable(groups []group) string {
 		return ""
 	}
 	var b strings.Builder
-	b.WriteString("\n## Measures (gradwire measure)\n\n| variation | seed | train accuracy (%) | test accuracy (%) | gap (pp) | parameter norm | top Hessian eigenvalue |\n|---|--:|--:|--:|--:|--:|--:|\n")
-	var gap, norm, eig []float64
-	for _, r := range rows {
-		fmt.Fprintf(&b, "| %s | %d | %.2f | %.2f | %+.2f | %.2f | %.3f |\n", r.g, r.seed, 100*r.m.TrainAccuracy, 100*r.m.TrainAccuracy-r.gap, r.gap, r.m.ParamNorm, r.m.HessianTop)
-		gap, norm, eig = append(gap, r.gap), append(norm, r.m.ParamNorm), append(eig, r.m.HessianTop)
+	measures := []struct {
+		name string
+		v    func(*train.Measures) float64
+	}{
+		{"parameter norm", func(m *train.Measures) float64 { return m.ParamNorm }},
+		{"log spectral product", func(m *train.Measures) float64 { return m.LogSpectralProduct }},
+		{"path norm", func(m *train.Measures) float64 { return m.PathNorm }},
+		{"1/sigma^2 (PAC-Bayes flatness)", func(m *train.Measures) float64 { return inverseSquare(m.PACBayesSigma) }},
+		{"1/sigma'^2 (magnitude-aware)", func(m *train.Measures) float64 { return inverseSquare(m.PACBayesMagSigma) }},
+		{"top Hessian eigenvalue", func(m *train.Measures) float64 { return m.HessianTop }},
 	}
-	fmt.Fprintf(&b, "\nKendall's tau with the gap over the %d measured runs: parameter norm %s, top Hessian eigenvalue %s. "+
-		"Gap: training accuracy on the measured subset minus test accuracy. tau = (1/(n(n-1))) sum_{i!=j} sign(mu_i - mu_j) sign(g_i - g_j), ties 0 (Jiang et al. 2020).\n",
-		len(rows), fixed(kendall(norm, gap), 3), fixed(kendall(eig, gap), 3))
+	b.WriteString("\n## Measures (gradwire measure)\n\n| variation | seed | train accuracy (%) | test accuracy (%) | gap (pp) |")
+	for _, ms := range measures {
+		b.WriteString(" " + ms.name + " |")
+	}
+	b.WriteString("\n|---|--:|--:|--:|--:|" + strings.Repeat("--:|", len(measures)) + "\n")
+	var gap []float64
+	for _, r := range rows {
+		fmt.Fprintf(&b, "| %s | %d | %.2f | %.2f | %+.2f |", r.g, r.seed, 100*r.m.TrainAccuracy, 100*r.m.TrainAccuracy-r.gap, r.gap)
+		for _, ms := range measures {
+			fmt.Fprintf(&b, " %.4g |", ms.v(r.m))
+		}
+		b.WriteString("\n")
+		gap = append(gap, r.gap)
+	}
+	fmt.Fprintf(&b, "\nKendall's tau with the gap over the %d measured runs:", len(rows))
+	for i, ms := range measures {
+		var mu []float64
+		for _, r := range rows {
+			mu = append(mu, ms.v(r.m))
+		}
+		sep := ","
+		if i == len(measures)-1 {
+			sep = "."
+		}
+		fmt.Fprintf(&b, " %s %s%s", ms.name, fixed(kendall(mu, gap), 3), sep)
+	}
+	b.WriteString(" Gap: training accuracy on the measured subset minus test accuracy. tau = (1/(n(n-1))) sum_{i!=j} sign(mu_i - mu_j) sign(g_i - g_j), ties 0 (Jiang et al. 2020).\n")
 	return b.String()
 }

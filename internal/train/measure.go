@@ -24,6 +24,19 @@ type Measures struct {
 	// ParamNorm is sum_l ||W_l||_F^2 over the weight tensors (no biases or
 	// BatchNorm), the paper's parameter norm (Jiang et al. 2020, measure 42).
 	ParamNorm float64 `json:"param_norm"`
+	// LogSpectralProduct is log prod_l ||W_l||_2^2 (measure 32), each weight
+	// tensor viewed as a matrix (out x the rest; a convolution's kernel as
+	// out x in*kh*kw), its spectral norm by power iteration.
+	LogSpectralProduct float64 `json:"log_spectral_product"`
+	// PathNorm is the sum of the outputs of the network with every
+	// parameter squared on an all-ones input (measure 44).
+	PathNorm float64 `json:"path_norm"`
+	// PACBayesSigma is the largest sigma for which Gaussian noise
+	// N(0, sigma^2) on every parameter lowers the training accuracy by about
+	// 0.1 (measure 53's flatness is 1/sigma^2); PACBayesMagSigma the same with
+	// noise of variance sigma'^2 w_i^2 + 1e-6 per parameter (measure 61).
+	PACBayesSigma    float64 `json:"pacbayes_sigma"`
+	PACBayesMagSigma float64 `json:"pacbayes_mag_sigma"`
 	// HessianTop is the largest eigenvalue of the training loss's Hessian,
 	// by power iteration on Hessian-vector products taken as central
 	// differences of gradients, with step HessianStep.
@@ -116,8 +129,27 @@ func Measure(runDir string, o MeasureOptions) (*Measures, error) {
 			for _, v := range p.Value {
 				m.ParamNorm += float64(v) * float64(v)
 			}
+			m.LogSpectralProduct += 2 * math.Log(spectralNorm(p.Value, p.Shape, o.Seed))
 		}
 	}
+	accuracy := func() float64 {
+		var ok int
+		for b := range xs {
+			if err := net.Predict(xs[b], logits); err != nil {
+				return math.NaN()
+			}
+			_, k := crossEntropy(logits, ys[b], in.Classes)
+			ok += k
+		}
+		return float64(ok) / float64(n*yPer)
+	}
+	if m.PathNorm, err = pathNorm(net, in, o.Batch, logits); err != nil {
+		return nil, err
+	}
+	copy(net.Flat(), c.Params)
+	m.PACBayesSigma = pacBayesSigma(net, c.Params, accuracy, m.TrainAccuracy, false, o.Seed)
+	m.PACBayesMagSigma = pacBayesSigma(net, c.Params, accuracy, m.TrainAccuracy, true, o.Seed)
+	copy(net.Flat(), c.Params)
 	// The gradient over the subset, at the parameters in net.Flat(); Step's
 	// BatchNorm statistics updates are undone afterwards.
 	saved := make([][]float32, len(bufs))
@@ -252,4 +284,100 @@ func normalize(v []float64) float64 {
 		v[i] /= s
 	}
 	return s
+}
+
+// spectralNorm is the largest singular value of w viewed as a matrix of
+// shape[0] rows (a vector: its Euclidean norm), by 100 rounds of power
+// iteration on W^T W from a seeded vector.
+func spectralNorm(w []float32, shape []int, seed uint64) float64 {
+	rows := 1
+	if len(shape) > 1 {
+		rows = shape[0]
+	}
+	cols := len(w) / rows
+	r := rand.New(rand.NewPCG(seed, uint64(len(w))))
+	v := make([]float64, cols)
+	for i := range v {
+		v[i] = r.NormFloat64()
+	}
+	normalize(v)
+	u := make([]float64, rows)
+	var sigma float64
+	for range 100 {
+		for i := range u {
+			var s float64
+			for j, vj := range v {
+				s += float64(w[i*cols+j]) * vj
+			}
+			u[i] = s
+		}
+		sigma = normalize(u)
+		clear(v)
+		for i, ui := range u {
+			for j := range v {
+				v[j] += float64(w[i*cols+j]) * ui
+			}
+		}
+		if normalize(v) == 0 {
+			return 0
+		}
+	}
+	return sigma
+}
+
+// pathNorm evaluates the network with every parameter squared on an
+// all-ones input and sums the outputs (one example's worth).
+func pathNorm(net *models.Net, in models.Input, batch int, logits []float32) (float64, error) {
+	flat := net.Flat()
+	for i, v := range flat {
+		flat[i] = v * v
+	}
+	x := make([]float32, batch*numel(in.Shape))
+	for i := range x {
+		x[i] = 1
+	}
+	if err := net.Predict(x, logits); err != nil {
+		return 0, err
+	}
+	var s float64
+	for _, v := range logits[:in.Classes] {
+		s += float64(v)
+	}
+	return s, nil
+}
+
+// pacBayesSigma finds by bisection on [0, 2] (depth 15) the largest sigma
+// whose noise lowers the training accuracy by 0.1 on average over 10 draws,
+// stopping within 0.01 of it. Magnitude-aware: the noise on w_i has standard
+// deviation sqrt(sigma^2 w_i^2 + 1e-6). It leaves noisy parameters in net:
+// the caller restores w.
+func pacBayesSigma(net *models.Net, w []float32, accuracy func() float64, base float64, magnitude bool, seed uint64) float64 {
+	const target, tol, draws = 0.1, 0.01, 10
+	r := rand.New(rand.NewPCG(seed, 0x706163))
+	lo, hi := 0.0, 2.0
+	flat := net.Flat()
+	for range 15 {
+		sigma := (lo + hi) / 2
+		var drop float64
+		for range draws {
+			for i, v := range w {
+				sd := sigma
+				if magnitude {
+					sd = math.Sqrt(sigma*sigma*float64(v)*float64(v) + 1e-6)
+				}
+				flat[i] = v + float32(sd*r.NormFloat64())
+			}
+			drop += base - accuracy()
+		}
+		drop /= draws
+		if math.Abs(drop-target) < tol {
+			return sigma
+		}
+		if drop > target {
+			hi = sigma
+		} else {
+			lo = sigma
+		}
+	}
+	return (lo + hi) / 2
 }
