@@ -1,6 +1,7 @@
 package coded
 
 import (
+	"errors"
 	"fmt"
 
 	"gonum.org/v1/gonum/mat"
@@ -55,3 +56,5 @@ func pairRows(ds data.Dataset, a, b int) (*mat.Dense, []float64, error) {
 	}
 	return mat.NewDense(len(labels), per+1, rows), labels, nil
 }
+
+var errNoData = errors.New("coded: no examples of the two classes")
