@@ -544,3 +544,29 @@ func (x *Exchange) countPayload(p Payload, round int, count func(optim.Kind, int
 	}
 	count(x.packed[0].Kind, shared, 0)
 }
+
+// Linear reports whether the exchange is a plain float32 mean of the whole
+// gradient (every tensor dense, float32 on the wire, nothing compressed): the
+// mean over several workers may then be formed from sums taken before it
+// (dist.Engine's fused replicas, which call Book instead of Exchange).
+func (x *Exchange) Linear() bool { return x.comp == nil && !x.denseFP16 && x.inPlace }
+
+// Book counts one step of a Linear exchange whose mean was formed without
+// calling Exchange, exactly as Exchange would have counted it: every dense
+// tensor's float32 bytes on the wire.
+func (x *Exchange) Book(step int) error {
+	if !x.Linear() {
+		return fmt.Errorf("compress: Book on an exchange that is not a plain float32 mean")
+	}
+	n := x.member.Size()
+	if n == 1 {
+		return nil
+	}
+	x.traffic.Steps++
+	x.traffic.SteadySteps++
+	x.traffic.DenseStep = int64(4 * len(x.dbuf))
+	for _, t := range x.dense {
+		x.book(t.Kind, 4*int64(t.Size), 4*int64(t.Size), true)
+	}
+	return nil
+}

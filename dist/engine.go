@@ -95,6 +95,7 @@ type Engine struct {
 	// next Step leaves out, and how many the whole run leaves out.
 	dropped      []bool
 	droppedTotal int
+	fused        *fusion // Fuse; nil otherwise
 }
 
 // NewEngine builds an engine over the local members (ranks Rank()..Rank()+len-1 of
@@ -231,6 +232,9 @@ func (e *Engine) Replicas() []Replica { return e.replicas }
 // the compressors' schedules) and writes their mean into replica 0's Grad. It
 // returns the mean loss over all workers.
 func (e *Engine) Step(step int, batch func(w int) ([]float32, []int32)) (float64, error) {
+	if e.fusedStep(step) {
+		return e.stepFused(step, batch)
+	}
 	nw, nr := len(e.members), len(e.replicas)
 	// causes holds the model's own failures by worker; the other workers'
 	// errors are consequences (aborted collectives, gradients never computed)
@@ -485,7 +489,8 @@ func (e *Engine) GatherAll(payload func(w int) []byte) ([][]byte, error) {
 }
 
 // ComputeSeconds is the mean gradient computation time of a local worker in the
-// last step.
+// last step run worker by worker (with Fuse, fused steps leave it as the last
+// sampled step set it).
 func (e *Engine) ComputeSeconds() float64 {
 	var s time.Duration
 	for _, d := range e.compute {

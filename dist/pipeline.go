@@ -36,6 +36,7 @@ func (e *Engine) EnablePipeline() error {
 	if e.pipe != nil {
 		return nil
 	}
+	e.fused = nil // each worker's gradient is exchanged on its own
 	p := &pipeline{next: make([][]float32, len(e.members))}
 	for w := range p.next {
 		p.next[w] = make([]float32, len(e.grads[w]))

@@ -46,8 +46,12 @@ type Net struct {
 	// flat. Nil otherwise.
 	master, masterGrad []float32
 	offsets            []int
-	params             []optim.Param
-	buffers            []Buffer
+	entry              entry
+	// fused is the training graph over several worker batches (StepFused),
+	// built on first use; nil until then.
+	fused   *fusedTape
+	params  []optim.Param
+	buffers []Buffer
 }
 
 // Buffer is non-learnable model state that a checkpoint must keep (BatchNorm
@@ -141,7 +145,7 @@ func newNet(cfg Config, in Input, batch, evalBatch int, seed int64, dt tensor.Dt
 		return nil, fmt.Errorf("model %s: %w", cfg.Name, err)
 	}
 	cfg = withDefaults(cfg)
-	n := &Net{cfg: cfg, in: in, batch: batch, evalBatch: evalBatch, dt: dt, tokens: e.tokens}
+	n := &Net{cfg: cfg, in: in, batch: batch, evalBatch: evalBatch, dt: dt, tokens: e.tokens, entry: e}
 	for _, o := range opts {
 		o(n)
 	}
@@ -182,14 +186,10 @@ func newNet(cfg Config, in Input, batch, evalBatch int, seed int64, dt tensor.Dt
 	for i, p := range n.train.b.params {
 		learnables[i] = p.node
 	}
-	grads, err := G.Grad(n.train.loss, learnables...)
+	grads, train, err := n.gradients(n.train)
 	if err != nil {
-		return nil, fmt.Errorf("model %s: gradient: %w", cfg.Name, err)
+		return nil, err
 	}
-	// Only what the loss and the parameters' gradients need: G.Grad also
-	// builds the gradients of the inputs (for the MLP, a product as large as
-	// its first layer's), which nothing reads.
-	train := n.train.b.g.ExactSubgraphRoots(append(G.Nodes{n.train.loss}, grads...)...)
 	if n.train.b.fast() {
 		// The gradients are read from their nodes: with dual values the
 		// machine would also add each one into a buffer of its own (one
@@ -199,7 +199,7 @@ func newNet(cfg Config, in Input, batch, evalBatch int, seed int64, dt tensor.Dt
 		// with several consumers) get the fast ops' engine: see ops.Engine.
 		n.gradNodes = grads
 		n.tm = G.NewTapeMachine(train, G.WithEngine(ops.Engine(n.train.b.ws)))
-		n.gradsInPlace()
+		n.gradsInPlace(n.train, n.gradNodes)
 	} else {
 		n.tm = G.NewTapeMachine(train, G.BindDualValues(learnables...))
 	}
@@ -362,7 +362,7 @@ func (n *Net) Step(x []float32, y []int32) (float64, error) {
 	if err := n.run(); err != nil {
 		return 0, fmt.Errorf("model %s: training step: %w", n.cfg.Name, err)
 	}
-	if err := n.readGrads(); err != nil {
+	if err := n.readGrads(n.train, n.gradNodes); err != nil {
 		return 0, err
 	}
 	loss := scalar(n.train.loss.Value())
@@ -470,13 +470,13 @@ func fillOneHot[T float32 | float64](d []T, ids []float32, classes int) error {
 // gradsInPlace has the ops that compute a parameter's gradient and can write
 // it where it is wanted (ops.OutputInto) write it into the parameter's view
 // of the flat gradient buffer: readGrads then has nothing to copy for it.
-func (n *Net) gradsInPlace() {
-	for i, g := range n.gradNodes {
+func (n *Net) gradsInPlace(tg *graph, gradNodes G.Nodes) {
+	for i, g := range gradNodes {
 		op, ok := g.Op().(ops.OutputInto)
 		if !ok {
 			continue
 		}
-		o, sz := n.offsets[i], numel(n.train.b.params[i].shape)
+		o, sz := n.offsets[i], numel(tg.b.params[i].shape)
 		switch d := n.grad.(type) {
 		case []float32:
 			op.WriteInto(d[o : o+sz : o+sz])
@@ -489,12 +489,12 @@ func (n *Net) gradsInPlace() {
 // readGrads copies every parameter gradient into the flat gradient buffer:
 // from the gradient nodes, or from the dual values, which it then zeroes
 // (they accumulate across RunAll calls).
-func (n *Net) readGrads() error {
-	for i, p := range n.train.b.params {
+func (n *Net) readGrads(tg *graph, gradNodes G.Nodes) error {
+	for i, p := range tg.b.params {
 		var gv G.Value
 		var err error
-		if n.gradNodes != nil {
-			if gv = n.gradNodes[i].Value(); gv == nil {
+		if gradNodes != nil {
+			if gv = gradNodes[i].Value(); gv == nil {
 				err = fmt.Errorf("not computed")
 			}
 		} else {
@@ -509,9 +509,9 @@ func (n *Net) readGrads() error {
 		}
 		switch d := gv.Data().(type) {
 		case []float32:
-			copyGrad(n.grad.([]float32)[o:o+sz], d, n.gradNodes == nil)
+			copyGrad(n.grad.([]float32)[o:o+sz], d, gradNodes == nil)
 		case []float64:
-			copyGrad(n.grad.([]float64)[o:o+sz], d, n.gradNodes == nil)
+			copyGrad(n.grad.([]float64)[o:o+sz], d, gradNodes == nil)
 		}
 	}
 	return nil

@@ -158,6 +158,7 @@ func newEngineRun(c Case, s Scenario) (*engineRun, error) {
 type engineHooks struct {
 	member   func(dist.Collective) dist.Collective
 	exchange func(*compress.Exchange) dist.Exchanger
+	noFuse   bool // keep every step worker by worker (bit-for-bit comparisons)
 }
 
 // buildEngineRun builds the run of cfg's model, dist and compress sections.
@@ -211,6 +212,9 @@ func buildEngineRun(c Case, cfg configs.Config, h engineHooks) (*engineRun, erro
 	if r.engine, err = dist.NewEngine(members, reps, exchangers); err != nil {
 		r.close()
 		return nil, err
+	}
+	if !h.noFuse {
+		_ = r.engine.Fuse() // as the trainer does: where the mean is the same
 	}
 	if r.opt, err = optim.New(cfg.Optim); err != nil {
 		r.close()

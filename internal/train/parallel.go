@@ -185,6 +185,11 @@ func (j *job) setupReplicas(ctx context.Context, in models.Input, evalBatch int)
 	if j.cfg.Dist.Pipeline == 2 {
 		return j.engine.EnablePipeline()
 	}
+	// Where it gives the same mean (dense float32 exchange, a model without
+	// BatchNorm, every worker in this process), each replica computes its
+	// workers as one batch; otherwise Fuse says why not and steps run
+	// worker by worker.
+	_ = j.engine.Fuse()
 	return nil
 }
 

@@ -1,0 +1,153 @@
+package dist_test
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/gradwire/gradwire/compress"
+	"github.com/gradwire/gradwire/dist"
+	"github.com/gradwire/gradwire/models"
+)
+
+type fuseRun struct {
+	engine    *dist.Engine
+	nets      []*models.Net
+	exchanges []*compress.Exchange
+}
+
+// newFuseRun builds an in-process engine of workers over replicas (LeNet-5
+// or ResNet-20 on small inputs, the same seed) with the named compressor.
+func newFuseRun(t *testing.T, model string, workers, replicas int, comp string) *fuseRun {
+	t.Helper()
+	in := models.Input{Shape: []int{1, 28, 28}, Classes: 10, YLen: 1}
+	if model == "resnet20" {
+		in.Shape = []int{3, 8, 8}
+	}
+	members, err := dist.NewLocal(workers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &fuseRun{}
+	reps := make([]dist.Replica, replicas)
+	for i := range reps {
+		net, err := models.New(models.Config{Name: model}, in, 3, 3, 7, models.WithOpWorkers(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.nets, reps[i] = append(r.nets, net), net
+	}
+	xs := make([]dist.Exchanger, workers)
+	cfg := compress.DefaultConfig()
+	cfg.Name = comp
+	for w, m := range members {
+		info := func(step int) compress.StepInfo {
+			return compress.StepInfo{Step: step, StepsPerEpoch: 100, Worker: m.Rank(), Workers: m.Size(), Params: r.nets[0].Flat()}
+		}
+		x, err := compress.NewExchange(cfg, r.nets[0].Params(), m, 1, compress.Hyper{Momentum: 0.9}, info)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.exchanges, xs[w] = append(r.exchanges, x), x
+	}
+	if r.engine, err = dist.NewEngine(members, reps, xs); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// batches gives every worker its own deterministic batch of 3 examples.
+func batches(step int) func(w int) ([]float32, []int32) {
+	return func(w int) ([]float32, []int32) {
+		x := make([]float32, 3*28*28)
+		y := make([]int32, 3)
+		for i := range x {
+			x[i] = float32(math.Sin(float64(i*(w+2)+step*31)) * 0.5)
+		}
+		for i := range y {
+			y[i] = int32((w*3 + i + step) % 10)
+		}
+		return x, y
+	}
+}
+
+// TestFusedStepMatchesWorkerByWorker trains two engines of 8 workers on 2
+// replicas from the same start, one with Fuse: after every step the mean
+// gradient and the loss agree up to float32 rounding, the parameters after
+// an update agree, and the traffic every worker booked is the same.
+func TestFusedStepMatchesWorkerByWorker(t *testing.T) {
+	plain := newFuseRun(t, "lenet5", 8, 2, "none")
+	fused := newFuseRun(t, "lenet5", 8, 2, "none")
+	if err := fused.engine.Fuse(); err != nil {
+		t.Fatal(err)
+	}
+	if !fused.engine.Fused() || plain.engine.Fused() {
+		t.Fatal("Fused does not report Fuse")
+	}
+	for step := 24; step <= 27; step++ { // step 25 runs worker by worker, the others fused
+		lp, err := plain.engine.Step(step, batches(step))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lf, err := fused.engine.Step(step, batches(step))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(lp-lf) > 1e-5*math.Abs(lp) {
+			t.Fatalf("step %d: loss %v worker by worker, %v fused", step, lp, lf)
+		}
+		gp, gf := plain.nets[0].Grad(), fused.nets[0].Grad()
+		var scale float64
+		for _, v := range gp {
+			scale = math.Max(scale, math.Abs(float64(v)))
+		}
+		for i := range gp {
+			if math.Abs(float64(gp[i]-gf[i])) > 1e-4*scale {
+				t.Fatalf("step %d: mean gradient %d is %v worker by worker, %v fused (largest %v)", step, i, gp[i], gf[i], scale)
+			}
+		}
+		for _, r := range []*fuseRun{plain, fused} {
+			for i, g := range r.nets[0].Grad() {
+				r.nets[0].Flat()[i] -= 0.05 * g
+			}
+			r.engine.SyncReplicas()
+		}
+	}
+	for w := range plain.exchanges {
+		if tp, tf := plain.exchanges[w].Traffic(), fused.exchanges[w].Traffic(); tp.Wire != tf.Wire || tp.Dense != tf.Dense || tp.Steps != tf.Steps ||
+			tp.SteadyWire != tf.SteadyWire || tp.WireByKind["conv"] != tf.WireByKind["conv"] || tp.DenseStep != tf.DenseStep {
+			t.Fatalf("worker %d: traffic %+v worker by worker, %+v fused", w, tp, tf)
+		}
+	}
+	losses, err := fused.engine.WorkerLosses()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(losses) != 8 || losses[0] != losses[2] || losses[0] == losses[1] {
+		t.Fatalf("worker losses %v: expected each replica's mean for its workers", losses)
+	}
+}
+
+// TestFuseRefuses: BatchNorm, a compressor and uneven replicas keep steps
+// worker by worker, and Fuse says why.
+func TestFuseRefuses(t *testing.T) {
+	for _, c := range []struct {
+		model, comp      string
+		workers, replica int
+		want             string
+	}{
+		{"resnet20", "none", 4, 2, "interact"},
+		{"lenet5", "dgc", 4, 2, "plain float32 mean"},
+		{"lenet5", "none", 3, 2, "evenly"},
+		{"lenet5", "none", 2, 2, "nothing to fuse"},
+	} {
+		r := newFuseRun(t, c.model, c.workers, c.replica, c.comp)
+		err := r.engine.Fuse()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %s %d/%d: Fuse error %v, expected one with %q", c.model, c.comp, c.workers, c.replica, err, c.want)
+		}
+		if r.engine.Fused() {
+			t.Errorf("%s %s: Fused after a refusal", c.model, c.comp)
+		}
+	}
+}
