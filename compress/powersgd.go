@@ -475,9 +475,29 @@ func psgdGramSchmidt(a []float32, n, r int, eps float64) {
 	}
 }
 
-// psgdDot is the float32 dot product of two equally long vectors.
+// psgdDot is the float32 dot product of two equally long vectors, summed in
+// an order fixed by the length alone: eight partial sums over i mod 8, then
+// combined pairwise. (gonum's assembly dot product first steps to an aligned
+// address, so its order, and the rounding, followed where the allocator put
+// the slices: the same step could give different bits from run to run.)
 func psgdDot(x, y []float32) float32 {
-	return blas32.Dot(blas32.Vector{N: len(x), Inc: 1, Data: x}, blas32.Vector{N: len(y), Inc: 1, Data: y})
+	y = y[:len(x)]
+	var s [8]float32
+	i := 0
+	for ; i+8 <= len(x); i += 8 {
+		s[0] += x[i] * y[i]
+		s[1] += x[i+1] * y[i+1]
+		s[2] += x[i+2] * y[i+2]
+		s[3] += x[i+3] * y[i+3]
+		s[4] += x[i+4] * y[i+4]
+		s[5] += x[i+5] * y[i+5]
+		s[6] += x[i+6] * y[i+6]
+		s[7] += x[i+7] * y[i+7]
+	}
+	for k := 0; i < len(x); i, k = i+1, k+1 {
+		s[k] += x[i] * y[i]
+	}
+	return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))
 }
 
 // psgdAxpy adds alpha*x to y.
