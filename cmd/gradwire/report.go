@@ -26,7 +26,11 @@ without training:
 
 Rows follow the variation order of DIR/sweep.yaml (written by gradwire sweep),
 then the seed. Unfinished runs are left out with a warning on stderr. table.md
-is printed on stdout.`,
+is printed on stdout. When runs hold measures.json (gradwire measure), table.md
+ends with their measures and each measure's rank correlation with the
+generalization gap: Kendall's tau over the runs, the granulated psi for each
+hyper-parameter the sweep varies (sweep.yaml's set: keys whose value differs
+between runs) and Psi, their mean (Jiang et al. 2020).`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return errors.New("report needs one argument, the sweep's results folder DIR, e.g. gradwire report experiments/results/<name>")

@@ -69,6 +69,11 @@ type metricRecord struct {
 type group struct {
 	name string
 	runs []*runData
+	// sets are sweep.yaml's overrides of the variation's runs: the sweep's
+	// set: followed by the variation's (a later key wins); listed is false
+	// for a variation sweep.yaml does not name.
+	sets   []string
+	listed bool
 }
 
 // Report rebuilds runs.csv, table.md and the plots in dir (a sweep's results
@@ -235,6 +240,11 @@ func collect(dir string, rec *Record, warn io.Writer) ([]group, []string, []fail
 		}
 		slices.Sort(seeds)
 		g := group{name: v}
+		if rec != nil {
+			if i := slices.IndexFunc(rec.Variations, func(rv RecordVariation) bool { return rv.Name == v }); i >= 0 {
+				g.sets, g.listed = slices.Concat(rec.Set, rec.Variations[i].Set), true
+			}
+		}
 		for _, seed := range seeds {
 			runDir, ok := found[v][seed]
 			if ok {

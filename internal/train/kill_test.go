@@ -95,10 +95,15 @@ func TestDiskFullDuringRun(t *testing.T) {
 	if err := syscall.Statfs(dir, &fs); err != nil {
 		t.Fatal(err)
 	}
-	// Leave room for about 1.5 checkpoints (config and metrics are a few kB).
+	// Leave room for about 1.5 checkpoints (config and metrics are a few kB),
+	// besides the initial parameters (init.ckpt).
+	initial, err := os.Stat(filepath.Join(full, InitFile))
+	if err != nil {
+		t.Fatal(err)
+	}
 	free := int64(fs.Bavail) * fs.Bsize
 	filler := filepath.Join(dir, "filler")
-	if err := os.WriteFile(filler, make([]byte, free-ckpt.Size()*3/2), 0o644); err != nil {
+	if err := os.WriteFile(filler, make([]byte, free-ckpt.Size()*3/2-initial.Size()), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	run := filepath.Join(dir, "run")

@@ -44,14 +44,45 @@ type Measures struct {
 	HessianStep       float64 `json:"hessian_fd_step"`
 	HessianIterations int     `json:"hessian_iterations"`
 	HessianConverged  bool    `json:"hessian_converged"` // relative change below 1e-3
+	// InitParams names the file of the run's initial parameters that DistFro
+	// and DistSpec are measured from (init.ckpt, which gradwire train writes
+	// before the first step); empty, and the two distances absent, for a run
+	// without one (runs of versions before it, or train.checkpoint off).
+	InitParams string `json:"init_params,omitempty"`
+	// DistFro is sum_l ||W_l - W0_l||_F^2 over the weight tensors, the
+	// distance from the initialisation W0 (measure 40); DistSpec is
+	// sum_l ||W_l - W0_l||_2^2 (measure 41), each difference viewed as a
+	// matrix as for LogSpectralProduct.
+	DistFro  *float64 `json:"dist_fro,omitempty"`
+	DistSpec *float64 `json:"dist_spec_init,omitempty"`
+	// Depth is d, the number of weight tensors.
+	Depth int `json:"depth,omitempty"`
+	// FisherRao is ((d+1)^2/m) sum_i <w, grad_w l(x_i, y_i)>^2 over the m
+	// measured examples, w every parameter, each example's gradient exact
+	// (measure 45, after Liang et al. 2019; fisherRao). Absent for models
+	// with BatchNorm, whose per-example gradient in training mode is not the
+	// model's.
+	FisherRao *float64 `json:"fisher_rao,omitempty"`
+	// SharpnessAlpha is the largest alpha for which the worst perturbation
+	// |u_i| <= alpha found by projected gradient ascent on the training loss
+	// lowers the training accuracy by about 0.1 (the flatness measure is
+	// 1/alpha^2); SharpnessMagAlpha the same in the magnitude-aware box
+	// |u_i| <= alpha' (|w_i| + 1e-3) (measure 62 is 1/alpha'^2). AscentSteps
+	// is the number of ascent steps per probe (sharpnessAlpha).
+	SharpnessAlpha    *float64 `json:"sharpness_alpha,omitempty"`
+	SharpnessMagAlpha *float64 `json:"sharpness_mag_alpha,omitempty"`
+	AscentSteps       int      `json:"ascent_steps,omitempty"`
+	// Notes says which measures were left out and why.
+	Notes []string `json:"notes,omitempty"`
 }
 
-// MeasureOptions sets the data and the power iteration.
+// MeasureOptions sets the data, the power iteration and the sharpness search.
 type MeasureOptions struct {
-	Examples   int    // training examples used (multiple of Batch after rounding down)
-	Batch      int    // examples per forward/backward
-	Iterations int    // power-iteration cap
-	Seed       uint64 // subset permutation and starting vector
+	Examples    int    // training examples used (multiple of Batch after rounding down)
+	Batch       int    // examples per forward/backward
+	Iterations  int    // power-iteration cap
+	AscentSteps int    // projected gradient-ascent steps per sharpness probe; 0 = DefaultAscentSteps
+	Seed        uint64 // subset permutation, starting vectors and perturbations
 }
 
 // Measure loads a finished run's latest checkpoint into a fresh model and
@@ -60,6 +91,12 @@ type MeasureOptions struct {
 func Measure(runDir string, o MeasureOptions) (*Measures, error) {
 	if o.Examples < 1 || o.Batch < 1 || o.Iterations < 1 {
 		return nil, fmt.Errorf("measure: %d examples, batch %d, %d iterations: expected each >= 1", o.Examples, o.Batch, o.Iterations)
+	}
+	if o.AscentSteps == 0 {
+		o.AscentSteps = DefaultAscentSteps
+	}
+	if o.AscentSteps < 0 {
+		return nil, fmt.Errorf("measure: %d ascent steps: expected >= 1", o.AscentSteps)
 	}
 	cfgPath := filepath.Join(runDir, "config.yaml")
 	cfg, err := configs.Load(cfgPath, nil)
@@ -150,12 +187,53 @@ func Measure(runDir string, o MeasureOptions) (*Measures, error) {
 	m.PACBayesSigma = pacBayesSigma(net, c.Params, accuracy, m.TrainAccuracy, false, o.Seed)
 	m.PACBayesMagSigma = pacBayesSigma(net, c.Params, accuracy, m.TrainAccuracy, true, o.Seed)
 	copy(net.Flat(), c.Params)
-	// The gradient over the subset, at the parameters in net.Flat(); Step's
-	// BatchNorm statistics updates are undone afterwards.
+	// Step's BatchNorm statistics updates are undone after each use.
 	saved := make([][]float32, len(bufs))
 	for i, b := range bufs {
 		saved[i] = append([]float32(nil), b.Value...)
 	}
+	restoreBufs := func() {
+		for i, b := range bufs {
+			copy(b.Value, saved[i])
+		}
+	}
+	m.measureInit(runDir, net, c.Params, o.Seed)
+	m.Depth = depth(net.Params())
+	if len(bufs) > 0 {
+		m.Notes = append(m.Notes, fmt.Sprintf("fisher_rao left out: model %s has BatchNorm, whose per-example gradient in training mode is not the model's", mc.Name))
+	} else {
+		net1, err := models.New(mc, in, 1, 1, cfg.Seed)
+		if err != nil {
+			return nil, err
+		}
+		fr, _, err := fisherRao(net1, c.Params, xs, ys, m.Depth)
+		if err != nil {
+			return nil, fmt.Errorf("measure %s: fisher-rao: %w", runDir, err)
+		}
+		m.FisherRao = &fr
+	}
+	var stepErr error
+	probe := sharpnessProbe{flat: net.Flat(), batches: len(xs), accuracy: accuracy, restore: restoreBufs,
+		grad: func(b int) []float32 {
+			loss, err := net.Step(xs[b], ys[b])
+			if math.IsNaN(loss) || math.IsInf(loss, 0) {
+				return nil // the perturbation already breaks the model
+			}
+			if err != nil {
+				stepErr = err
+				return nil
+			}
+			return net.Grad()
+		}}
+	alpha := sharpnessAlpha(probe, c.Params, m.TrainAccuracy, false, o.AscentSteps, o.Seed)
+	alphaMag := sharpnessAlpha(probe, c.Params, m.TrainAccuracy, true, o.AscentSteps, o.Seed)
+	copy(net.Flat(), c.Params)
+	restoreBufs()
+	if stepErr != nil {
+		return nil, fmt.Errorf("measure %s: sharpness: %w", runDir, stepErr)
+	}
+	m.SharpnessAlpha, m.SharpnessMagAlpha, m.AscentSteps = &alpha, &alphaMag, o.AscentSteps
+	// The gradient over the subset, at the parameters in net.Flat().
 	grad := func(w []float64, out []float64) error {
 		flat := net.Flat()
 		for i := range flat {
@@ -183,14 +261,28 @@ func Measure(runDir string, o MeasureOptions) (*Measures, error) {
 	m.HessianStep = 5e-3 * math.Max(1, math.Sqrt(wn))
 	eig, iters, converged, err := TopEigen(grad, w0, m.HessianStep, o.Iterations, o.Seed)
 	copy(net.Flat(), c.Params)
-	for i, b := range bufs {
-		copy(b.Value, saved[i])
-	}
+	restoreBufs()
 	if err != nil {
 		return nil, err
 	}
 	m.HessianTop, m.HessianIterations, m.HessianConverged = eig, iters, converged
 	return m, writeJSON(filepath.Join(runDir, "measures.json"), m)
+}
+
+// measureInit sets the distances to the run's initial parameters, or notes
+// why there are none: a run without init.ckpt, or one whose file cannot be
+// read, keeps its other measures.
+func (m *Measures) measureInit(runDir string, net *models.Net, w []float32, seed uint64) {
+	w0, err := loadInit(runDir, net)
+	switch {
+	case err != nil:
+		m.Notes = append(m.Notes, fmt.Sprintf("dist_fro and dist_spec_init left out: %v", err))
+	case w0 == nil:
+		m.Notes = append(m.Notes, fmt.Sprintf("dist_fro and dist_spec_init left out: no %s (the run's initial parameters; runs of gradwire versions before it, or with train.checkpoint off, have none)", InitFile))
+	default:
+		fro, spec := distToInit(net.Params(), w, w0.Params, seed)
+		m.InitParams, m.DistFro, m.DistSpec = InitFile, &fro, &spec
+	}
 }
 
 // crossEntropy is the summed cross-entropy of rows of logits against labels,

@@ -132,6 +132,13 @@ func Run(ctx context.Context, cfg configs.Config, opts Options) (sum *Summary, e
 			return nil, err
 		}
 	}
+	if j.rank0 && cfg.Train.Checkpoint && resumedFrom == "" {
+		// The parameters before the first step (a fresh run, or one
+		// restarted from step 0), for gradwire measure.
+		if err := saveInit(opts.OutDir, version.String(), j.net); err != nil {
+			return nil, err
+		}
+	}
 	hooks, err := j.hooks(state, resumedFrom)
 	if err != nil {
 		return nil, err

@@ -17,7 +17,7 @@ const lockName = ".lock"
 
 // runFiles are what a run writes into its directory: a folder holding any of
 // them holds a run, and --overwrite removes exactly these.
-var runFiles = []string{"config.yaml", "metrics.jsonl", "summary.json", "checkpoints"}
+var runFiles = []string{"config.yaml", "metrics.jsonl", "summary.json", "checkpoints", InitFile}
 
 // runDir is a run directory owned by this process until release.
 type runDir struct {
