@@ -5,6 +5,7 @@ package configs
 
 import (
 	"github.com/gradwire/gradwire/compress"
+	"github.com/gradwire/gradwire/internal/layerpar"
 	"github.com/gradwire/gradwire/models"
 	"github.com/gradwire/gradwire/optim"
 )
@@ -21,6 +22,9 @@ type Config struct {
 	Dist     DistConfig           `mapstructure:"dist" yaml:"dist"`
 	Compress compress.Config      `mapstructure:"compress" yaml:"compress"`
 	Network  NetworkConfig        `mapstructure:"network" yaml:"network"`
+	// LayerParallel is the layer-parallel method's section (train.mode
+	// layer_parallel; internal/layerpar).
+	LayerParallel layerpar.Config `mapstructure:"layer_parallel" yaml:"layer_parallel"`
 }
 
 // DataConfig is the `data` section.
@@ -42,6 +46,9 @@ type DataConfig struct {
 	// validation or test ones) by another class, chosen from the seed
 	// (data.NewNoisyLabels); 0 = off.
 	LabelNoise float64 `mapstructure:"label_noise" yaml:"label_noise"`
+	// TrainLimit trains on the first this many examples of the training
+	// split (after data.validation's hold-out); 0 = all of them.
+	TrainLimit int `mapstructure:"train_limit" yaml:"train_limit"`
 }
 
 // TrainConfig is the `train` section.
@@ -62,6 +69,11 @@ type TrainConfig struct {
 	// MaxLoss: a training or test loss above it (or not finite) stops the run as
 	// diverged; 0 = 100 x ln(classes), a hundred times the loss of a uniform guess.
 	MaxLoss float64 `mapstructure:"max_loss" yaml:"max_loss"`
+	// Mode is serial (every step a forward-backward pass of the whole
+	// network, data-parallel over dist.workers) or layer_parallel (the
+	// network cut into dist.workers stages trained in parallel on their
+	// own sub-problems; the layer_parallel section).
+	Mode string `mapstructure:"mode" yaml:"mode"`
 }
 
 // DistConfig is the `dist` section (data-parallel workers).

@@ -515,6 +515,10 @@ func TestValidateAll(t *testing.T) {
 	l.Variant, l.DenseSteps, l.TrainSteps, l.InnovationRatio, l.LatentRatio = "mesh", -1, -1, 0, 0
 	l.Hidden, l.Lambda1, l.Lambda2, l.LR, l.Optimizer = 0, 0, -1, 0, "lbfgs"
 	c.Network.BandwidthGbps, c.Network.LatencyUs, c.Network.Topology = 0, -1, "mesh"
+	c.Data.TrainLimit, c.Train.Mode = -1, "pipeline"
+	lp := &c.LayerParallel
+	lp.Method, lp.Rho, lp.RhoGrowth, lp.RhoMax, lp.UCurvature = "admm", 0, 0.5, -1, -1
+	lp.Downsample, lp.SerialEpochs, lp.Cycles = 0, -1, 0
 
 	err := c.Validate()
 	if err == nil {
@@ -536,7 +540,7 @@ func TestValidateAll(t *testing.T) {
 			"optim.decay_norm_bias", "optim.adapt_norm_bias", "optim.lars_clip", "optim.lamb_no_bias_correction",
 			"optim.novograd_grad_averaging", "optim.novograd_eps_inside_sqrt",
 			"train.progress", "train.checkpoint", "compress.residual", "compress.fp16_values", "compress.dense_fp16",
-			"compress.narrow_indices",
+			"compress.narrow_indices", "layer_parallel.aux_fp16",
 			"compress.dgc.momentum_correction", "compress.dgc.factor_masking", "compress.dgc.sampling",
 			"compress.adacomp.fp32_values", "compress.powersgd.error_feedback", "compress.powersgd.warm_start":
 			continue

@@ -2,6 +2,7 @@ package configs
 
 import (
 	"github.com/gradwire/gradwire/compress"
+	"github.com/gradwire/gradwire/internal/layerpar"
 	"github.com/gradwire/gradwire/models"
 	"github.com/gradwire/gradwire/optim"
 )
@@ -24,6 +25,7 @@ func Default() Config {
 			Augment:       false,
 			Normalize:     true,
 			Validation:    0,
+			TrainLimit:    0,
 		},
 		// The sections of models, optim and compress keep their defaults
 		// beside their code.
@@ -42,6 +44,7 @@ func Default() Config {
 			CheckpointMinutes: 0,
 			KeepCheckpoints:   3,
 			MaxLoss:           0,
+			Mode:              TrainModeSerial,
 		},
 		Dist: DistConfig{
 			Workers:    1,
@@ -61,5 +64,6 @@ func Default() Config {
 			LatencyUs:     50,
 			Topology:      "ring",
 		},
+		LayerParallel: layerpar.DefaultConfig(),
 	}
 }

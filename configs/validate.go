@@ -15,8 +15,15 @@ var (
 	dataNames     = []string{"fashion-mnist", "mnist", "cifar10", "cifar100", "tinyshakespeare"}
 	backendNames  = []string{"local", "mpi"}
 	distModes     = []string{"allreduce", "ps"}
+	trainModes    = []string{TrainModeSerial, TrainModeLayerParallel}
 	delayNames    = []string{"none", "exp"}
 	topologyNames = dist.AlgorithmNames()
+)
+
+// Values of train.mode.
+const (
+	TrainModeSerial        = "serial"
+	TrainModeLayerParallel = "layer_parallel"
 )
 
 // Validate checks every key's range and the rules between keys, and reports all
@@ -148,10 +155,42 @@ func (c Config) problems() []problem.Problem {
 			"(momentum correction) hands over its sparse accumulated velocity, not a gradient: %s", c.Compress.Name, instead))
 	}
 
+	ps.Need(d.TrainLimit >= 0, "data.train_limit", d.TrainLimit,
+		"must be >= 0: train on the first this many training examples (0 = all)")
+	ps.OneOf("train.mode", c.Train.Mode, trainModes)
+	ps.Add(c.LayerParallel.Problems()...)
+	if c.Train.Mode == TrainModeLayerParallel {
+		ps.Add(c.layerParallelProblems()...)
+	}
+
 	n := c.Network
 	ps.Positive("network.bandwidth_gbps", n.BandwidthGbps)
 	ps.NonNegative("network.latency_us", n.LatencyUs)
 	ps.OneOf("network.topology", n.Topology, topologyNames)
 
+	return ps
+}
+
+// layerParallelProblems are the rules train.mode layer_parallel adds: a CIFAR
+// ResNet on images, cut into dist.workers stages (one MPI rank each under
+// dist.backend mpi), and the plain synchronous data-parallel step for the
+// serial epochs.
+func (c Config) layerParallelProblems() []problem.Problem {
+	var ps problem.List
+	why := "with train.mode layer_parallel needs %s"
+	m := c.Model
+	blocks, err := models.ResNetBlocks(m.Name, models.Input{Shape: []int{1, 28, 28}})
+	ps.Need(err == nil, "model.name", m.Name, fmt.Sprintf(why, "a CIFAR ResNet (resnet20, resnet32 or resnet56), which the method cuts at block boundaries"))
+	if err == nil {
+		ps.Add(c.LayerParallel.CrossProblems(c.Dist.Workers, len(blocks), c.Train.Epochs)...)
+	}
+	ps.Need(m.Precision != models.PrecisionFloat64, "model.precision", m.Precision, fmt.Sprintf(why, "model.precision float32"))
+	ps.Need(c.Dist.Mode == "allreduce", "dist.mode", c.Dist.Mode, fmt.Sprintf(why, "dist.mode allreduce (its serial epochs are synchronous)"))
+	ps.Need(c.Dist.Pipeline == 1, "dist.pipeline", c.Dist.Pipeline, fmt.Sprintf(why, "dist.pipeline 1"))
+	ps.Need(c.Dist.Backups == 0, "dist.backups", c.Dist.Backups, fmt.Sprintf(why, "dist.backups 0"))
+	ps.Need(c.Compress.Name == "none", "compress.name", c.Compress.Name, fmt.Sprintf(why, "compress.name none (the stages exchange boundary tensors, not gradients)"))
+	ps.Need(c.Optim.SAMRho == 0, "optim.sam_rho", c.Optim.SAMRho, fmt.Sprintf(why, "optim.sam_rho 0"))
+	ps.Need(c.Dist.Backend != "mpi" || c.Dist.Ranks == 0 || c.Dist.Ranks == c.Dist.Workers, "dist.ranks", c.Dist.Ranks,
+		fmt.Sprintf(why, fmt.Sprintf("one MPI rank per stage: dist.ranks 0 or dist.workers (%d)", c.Dist.Workers)))
 	return ps
 }

@@ -40,9 +40,11 @@ by network.topology (` + strings.Join(dist.AlgorithmNames(), ", ") + `).
   fit      measure all-reduce times over message sizes on this machine (under
            mpirun, or in-process with --local N) and fit alpha and beta
   predict  a finished run's step time and speed-up on clusters of other sizes,
-           bandwidths, latencies, algorithms and pipeline widths`,
+           bandwidths, latencies, algorithms and pipeline widths
+  layerpar layer-parallel training's round time and speed-up over serial
+           training for K stages of a CIFAR ResNet`,
 	}
-	cmd.AddCommand(newTimeModelFitCmd(), newTimeModelPredictCmd())
+	cmd.AddCommand(newTimeModelFitCmd(), newTimeModelPredictCmd(), newTimeModelLayerParCmd())
 	return cmd
 }
 

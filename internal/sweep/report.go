@@ -554,6 +554,7 @@ func table(name string, groups []group, missing []string, failed []failedRun) st
 		"Wall time per run: the training epochs' wall-clock time on this machine, evaluation excluded (summary.json's wall_seconds, summed over the parts of a resumed run).\n")
 	b.WriteString(optimizerBatchPivot(groups, metrics, failed))
 	b.WriteString(measuresTable(groups))
+	b.WriteString(layerParallelTable(groups))
 	fmt.Fprintf(&b, "\n%d runs, %.0f s of training in total (sum of wall_seconds). Rebuilt from the runs' summary.json by `gradwire report`.\n", runs, wall)
 	if len(failed) > 0 {
 		b.WriteString("\nFailed, left out:\n\n")

@@ -93,6 +93,12 @@ type job struct {
 	workers   []workerState // every logical worker's exchange state at the last epoch end
 	exchanges []*compress.Exchange
 
+	lp *LayerParallelSummary // train.mode layer_parallel; nil otherwise
+	// The last serial epoch of a layer_parallel run (lpSerialEpoch).
+	lastEpoch EpochResult
+	lastEval  *evalResult
+	lastRes   *EpochResult
+
 	// What the MPI ranks must agree on besides the config and the build
 	// (data.digest); set before setupWorkers.
 	fingerprint map[string]string
@@ -143,7 +149,11 @@ func Run(ctx context.Context, cfg configs.Config, opts Options) (sum *Summary, e
 	if err != nil {
 		return nil, err
 	}
-	sum, err = j.loop(ctx, state, hooks)
+	if cfg.Train.Mode == configs.TrainModeLayerParallel {
+		sum, err = j.layerParallel(ctx, state, hooks)
+	} else {
+		sum, err = j.loop(ctx, state, hooks)
+	}
 	for _, h := range hooks.all {
 		if herr := h.end(); err == nil && herr != nil {
 			err = herr
@@ -314,6 +324,11 @@ func (j *job) setup(ctx context.Context) error {
 	if c.Data.LabelNoise > 0 {
 		if j.train, err = data.NewNoisyLabels(j.train, c.Data.LabelNoise, uint64(c.Seed)); err != nil {
 			return fmt.Errorf("data.label_noise: %w", err)
+		}
+	}
+	if c.Data.TrainLimit > 0 {
+		if j.train, err = limitTrain(j.train, c.Data.TrainLimit); err != nil {
+			return err
 		}
 	}
 	j.globalBatch = c.WorkerBatch() * c.Dist.Workers
@@ -560,6 +575,7 @@ func (j *job) summary(globalStep int, elapsed float64, samples int64, epochs []E
 		TestExamples: j.evalExamples(), TrainLossFinal: last.TrainLoss, WallSeconds: elapsed, SamplesPerSecond: float64(samples) / elapsed,
 	}
 	sum.OptimizerStateBytesPerParam = float64(optim.StateBytes(j.opt)) / float64(j.net.NumParams())
+	sum.LayerParallel = j.lp
 	j.fillTraffic(sum, j.workers)
 	if err := writeJSON(filepath.Join(j.opts.OutDir, "summary.json"), sum); err != nil {
 		return nil, err

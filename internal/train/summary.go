@@ -57,6 +57,8 @@ type Summary struct {
 	CompressionRatioByKind map[string]float64 `json:"compression_ratio_by_kind,omitempty"`
 	// TimeModel predicts a cluster with one machine per worker (absent for one worker).
 	TimeModel *TimeModel `json:"time_model,omitempty"`
+	// LayerParallel describes a train.mode layer_parallel run (layerpar.go).
+	LayerParallel *LayerParallelSummary `json:"layer_parallel,omitempty"`
 }
 
 // TimeModel is the alpha-beta prediction of summary.json: the measured compute
