@@ -13,7 +13,7 @@ import (
 // one row per optimizer and one column per global batch, plus each optimizer's
 // state memory. It is made when the sweep varies exactly those two things:
 // one model, one compressor, at least two optimizers and two global batches,
-// and one variation per (optimizer, batch). Otherwise it is "".
+// and one variation per (row, batch) (see pivotRow). Otherwise it is "".
 func optimizerBatchPivot(groups []group, metrics []metric, failed []failedRun) string {
 	if len(groups) == 0 || len(metrics) != 1 {
 		return ""
@@ -42,16 +42,24 @@ func optimizerBatchPivot(groups []group, metrics []metric, failed []failedRun) s
 		batches[i], _ = strconv.Atoi(b)
 	}
 	slices.Sort(batches)
+	// A row is an optimizer, or where the variations' names end in -b<batch>
+	// the name without it, so that two recipes of one optimizer (rates scaled
+	// from a small batch, rates tuned at the large one) get a row each.
+	var rows []string
 	cell := map[string]*group{}
 	for i := range groups {
 		g := &groups[i]
 		opt := field(*g, func(s *train.Summary) string { return s.Optimizer })
 		b := field(*g, func(s *train.Summary) string { return strconv.Itoa(s.GlobalBatch) })
-		key := opt + "@" + b
-		if strings.Contains(key, "/") || cell[key] != nil {
+		row := pivotRow(g.name, opt, b)
+		key := row + "@" + b
+		if strings.Contains(opt+b, "/") || cell[key] != nil {
 			return "" // a variation mixes optimizers or batches, or two share a cell
 		}
 		cell[key] = g
+		if !slices.Contains(rows, row) {
+			rows = append(rows, row)
+		}
 	}
 
 	var b strings.Builder
@@ -62,14 +70,16 @@ func optimizerBatchPivot(groups []group, metrics []metric, failed []failedRun) s
 	}
 	header = append(header, "state bytes per parameter")
 	fmt.Fprintf(&b, "| %s |\n|---|%s--:|\n", strings.Join(header, " | "), strings.Repeat("--:|", len(batches)))
-	for _, opt := range opts {
-		row := []string{opt}
+	for _, label := range rows {
+		row := []string{label}
 		var state []float64
 		for _, gb := range batches {
-			g := cell[opt+"@"+strconv.Itoa(gb)]
+			g := cell[label+"@"+strconv.Itoa(gb)]
 			if g == nil {
 				mark := "—"
-				if slices.ContainsFunc(failed, func(f failedRun) bool { return f.optimizer == opt && f.globalBatch == gb }) {
+				if slices.ContainsFunc(failed, func(f failedRun) bool {
+					return pivotRow(f.variation, f.optimizer, strconv.Itoa(f.globalBatch)) == label && f.globalBatch == gb
+				}) {
 					mark = "failed"
 				}
 				row = append(row, mark)
@@ -88,4 +98,13 @@ func optimizerBatchPivot(groups []group, metrics []metric, failed []failedRun) s
 	b.WriteString("\nfailed: the run ended with an error (see Failed below); —: not run. " +
 		"State bytes per parameter: the optimizer's state (momentum, moments) over the number of parameters, from summary.json.\n")
 	return b.String()
+}
+
+// pivotRow is the pivot row of a variation: its name without a trailing
+// -b<batch> when it has one, else its optimizer.
+func pivotRow(name, optimizer, batch string) string {
+	if stem, ok := strings.CutSuffix(name, "-b"+batch); ok && stem != "" {
+		return stem
+	}
+	return optimizer
 }

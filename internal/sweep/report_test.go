@@ -296,6 +296,9 @@ func TestReportOptimizerBatchTable(t *testing.T) {
 	run("sgd-b128", "sgd", 128, 1, 0.90, 4)
 	run("sgd-b128", "sgd", 128, 2, 0.92, 4)
 	run("lamb-b128", "lamb", 128, 1, 0.89, 8)
+	// A second recipe of sgd at one batch gets a row of its own, named by
+	// the variation without -b<batch>.
+	run("sgd-tuned-b1024", "sgd", 1024, 1, 0.85, 4)
 	res, err := Report(dir, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -306,6 +309,7 @@ func TestReportOptimizerBatchTable(t *testing.T) {
 		"| optimizer | batch 128 | batch 1024 | state bytes per parameter |",
 		"| lamb | 89.00 | — | 8.00 |",
 		"| sgd | 91.00 ± 1.41 | 80.00 | 4.00 |",
+		"| sgd-tuned | — | 85.00 | 4.00 |",
 	} {
 		if !strings.Contains(res.Table, want) {
 			t.Errorf("table.md lacks\n%s\n%s", want, res.Table)
