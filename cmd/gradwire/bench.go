@@ -65,14 +65,17 @@ trainer's own path: dist.Engine over an in-process group, one
 compress.Exchange per worker, the optimizer step on replica 0 and the copy to
 the other replicas (SGD, momentum 0.9, weight decay 5e-4; DGC and PowerSGD in
 their steady state from the first step). The data fill is not timed: every
-step reuses one random batch. Each --scenario is WORKERS/REPLICAS/COMPRESSOR;
-the default is 1/1/none, 8/2/none, 8/2/dgc and 8/2/powersgd. Each replica's
+step reuses one random batch. Each --scenario is WORKERS/REPLICAS/COMPRESSOR,
+or WORKERS/REPLICAS/COMPRESSOR/unfused to keep the workers' steps one by one
+where the trainer fuses a replica's workers into one batch (compress.name none
+without BatchNorm); the default is 1/1/none, 8/2/none, 8/2/dgc and
+8/2/powersgd. Each replica's
 fast ops split their work over GOMAXPROCS/replicas goroutines, as in training.
 The scenarios are built up front, warmed up in turn, then timed in --trials
 rounds, each round a block of --steps steps of every scenario in rotating
 order. Reported per scenario: best and median trial, spread, the ratios to the
 first scenario, the overhead of a compressor over the scenario with the same
-workers and replicas and compress.name none, the engine's compute time per
+workers and replicas and compress.name none (not unfused), the engine's compute time per
 worker (forward and backward of one worker batch), the process's CPU time per
 step (all threads: steadier than the step time on a machine shared with other
 jobs), and heap allocations per step.`,
@@ -139,7 +142,7 @@ jobs), and heap allocations per step.`,
 	f.StringVar(&opsPath, "ops", "", "layer implementation, as model.ops: fast (default) or gorgonia")
 	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the whole command to this file (go tool pprof -top FILE)")
 	f.BoolVar(&engine, "engine", false, "time full data-parallel training steps (engine, exchange, optimizer) in several scenarios")
-	f.StringSliceVar(&scens, "scenario", nil, "with --engine: WORKERS/REPLICAS/COMPRESSOR, repeatable; the first is the baseline of the ratios (default 1/1/none, 8/2/none, 8/2/dgc, 8/2/powersgd)")
+	f.StringSliceVar(&scens, "scenario", nil, "with --engine: WORKERS/REPLICAS/COMPRESSOR[/unfused], repeatable; the first is the baseline of the ratios (default 1/1/none, 8/2/none, 8/2/dgc, 8/2/powersgd)")
 	return cmd
 }
 

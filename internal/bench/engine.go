@@ -18,26 +18,35 @@ import (
 )
 
 // Scenario is one data-parallel setting of a full training step: logical
-// workers, replicas and compressor (compress.name).
+// workers, replicas and compressor (compress.name). Unfused keeps the
+// workers' steps one by one where the trainer would fuse a replica's workers
+// into one batch (dist.Engine.Fuse), to tell the cost of a compressor from
+// the loss of fusion it brings.
 type Scenario struct {
 	Workers, Replicas int
 	Compress          string
+	Unfused           bool
 }
 
 func (s Scenario) String() string {
+	if s.Unfused {
+		return fmt.Sprintf("%d/%d/%s/unfused", s.Workers, s.Replicas, s.Compress)
+	}
 	return fmt.Sprintf("%d/%d/%s", s.Workers, s.Replicas, s.Compress)
 }
 
 // DefaultScenarios are what `gradwire bench --engine` times by default: one
 // worker, eight workers on two replicas, and the same with DGC and with
 // PowerSGD.
-var DefaultScenarios = []Scenario{{1, 1, "none"}, {8, 2, "none"}, {8, 2, "dgc"}, {8, 2, "powersgd"}}
+var DefaultScenarios = []Scenario{{1, 1, "none", false}, {8, 2, "none", false}, {8, 2, "dgc", false}, {8, 2, "powersgd", false}}
 
-// ParseScenario reads "WORKERS/REPLICAS/COMPRESSOR", e.g. "8/2/dgc".
+// ParseScenario reads "WORKERS/REPLICAS/COMPRESSOR[/unfused]", e.g. "8/2/dgc"
+// or "8/2/none/unfused".
 func ParseScenario(s string) (Scenario, error) {
 	f := strings.Split(s, "/")
-	if len(f) != 3 {
-		return Scenario{}, fmt.Errorf("scenario %q: expected WORKERS/REPLICAS/COMPRESSOR, e.g. 8/2/dgc", s)
+	unfused := len(f) == 4 && f[3] == "unfused"
+	if len(f) != 3 && !unfused {
+		return Scenario{}, fmt.Errorf("scenario %q: expected WORKERS/REPLICAS/COMPRESSOR or WORKERS/REPLICAS/COMPRESSOR/unfused, e.g. 8/2/dgc", s)
 	}
 	w, err1 := strconv.Atoi(f[0])
 	r, err2 := strconv.Atoi(f[1])
@@ -47,7 +56,7 @@ func ParseScenario(s string) (Scenario, error) {
 	if _, ok := compress.Registry[f[2]]; !ok {
 		return Scenario{}, fmt.Errorf("scenario %q: unknown compressor %q (valid: %v)", s, f[2], compress.Names())
 	}
-	return Scenario{Workers: w, Replicas: r, Compress: f[2]}, nil
+	return Scenario{Workers: w, Replicas: r, Compress: f[2], Unfused: unfused}, nil
 }
 
 // EngineCase is a model at a global batch, timed in several scenarios.
@@ -58,7 +67,8 @@ type EngineCase struct {
 
 // ScenarioResult is one scenario's measurement.
 type ScenarioResult struct {
-	Scenario       string    `json:"scenario"` // WORKERS/REPLICAS/COMPRESSOR
+	Scenario       string    `json:"scenario"` // WORKERS/REPLICAS/COMPRESSOR[/unfused]
+	Unfused        bool      `json:"unfused,omitempty"`
 	Workers        int       `json:"workers"`
 	Replicas       int       `json:"replicas"`
 	Compress       string    `json:"compress"`
@@ -149,7 +159,7 @@ type engineRun struct {
 }
 
 func newEngineRun(c Case, s Scenario) (*engineRun, error) {
-	return buildEngineRun(c, engineConfig(c, s), engineHooks{})
+	return buildEngineRun(c, engineConfig(c, s), engineHooks{noFuse: s.Unfused})
 }
 
 // engineHooks wrap each member before its exchange is built on it, and each
@@ -163,7 +173,7 @@ type engineHooks struct {
 
 // buildEngineRun builds the run of cfg's model, dist and compress sections.
 func buildEngineRun(c Case, cfg configs.Config, h engineHooks) (*engineRun, error) {
-	s := Scenario{Workers: cfg.Dist.Workers, Replicas: cfg.Dist.Replicas, Compress: cfg.Compress.Name}
+	s := Scenario{Workers: cfg.Dist.Workers, Replicas: cfg.Dist.Replicas, Compress: cfg.Compress.Name, Unfused: h.noFuse}
 	if c.Batch%s.Workers != 0 {
 		return nil, fmt.Errorf("global batch %d cannot be split evenly over %d workers", c.Batch, s.Workers)
 	}
@@ -350,7 +360,7 @@ func MeasureEngine(ctx context.Context, c EngineCase, steps, warmup, trials int)
 		}
 		res.Scenarios = append(res.Scenarios, ScenarioResult{
 			BestCPUSeconds: cpu.Best, MedianCPUSeconds: cpu.Median,
-			Scenario: r.s.String(), Workers: r.s.Workers, Replicas: r.s.Replicas, Compress: r.s.Compress,
+			Scenario: r.s.String(), Unfused: r.s.Unfused, Workers: r.s.Workers, Replicas: r.s.Replicas, Compress: r.s.Compress,
 			WorkerBatch: r.cfg.WorkerBatch(), OpWorkers: r.opWorkers, TrialSeconds: trialSeconds[i],
 			BestSeconds: st.Best, MedianSeconds: st.Median, Spread: st.Spread, ComputeSeconds: median(compute[i]),
 			AllocBytesPerStep: float64(allocBytes[i]) / timed, AllocsPerStep: float64(allocs[i]) / timed,
@@ -363,8 +373,9 @@ func MeasureEngine(ctx context.Context, c EngineCase, steps, warmup, trials int)
 		if sr.Compress == "none" {
 			continue
 		}
+		// Against the dense step as the trainer runs it (fused where it can be).
 		for _, o := range res.Scenarios {
-			if o.Compress == "none" && o.Workers == sr.Workers && o.Replicas == sr.Replicas {
+			if o.Compress == "none" && o.Workers == sr.Workers && o.Replicas == sr.Replicas && !o.Unfused {
 				b, m := sr.BestSeconds/o.BestSeconds-1, sr.MedianSeconds/o.MedianSeconds-1
 				sr.BestOverhead, sr.MedianOverhead = &b, &m
 				break

@@ -135,7 +135,7 @@ func (s *stubEngine) step(tb testing.TB, i int) {
 // copy: the engine, the exchanges, the in-process collective and SGD.
 func BenchmarkEngineOverhead(b *testing.B) {
 	for _, model := range []string{"mlp", "resnet20"} {
-		for _, sc := range []Scenario{{1, 1, "none"}, {8, 2, "none"}, {8, 2, "dgc"}, {8, 2, "powersgd"}} {
+		for _, sc := range []Scenario{{1, 1, "none", false}, {8, 2, "none", false}, {8, 2, "dgc", false}, {8, 2, "powersgd", false}} {
 			b.Run(fmt.Sprintf("%s/%d-%d-%s", model, sc.Workers, sc.Replicas, sc.Compress), func(b *testing.B) {
 				s := newStubEngine(b, model, sc.Workers, sc.Replicas, sc.Compress)
 				s.step(b, 0)

@@ -161,16 +161,16 @@ func TestMeasureEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc := []Scenario{{1, 1, "none"}, {4, 2, "none"}, {4, 2, "dgc"}, {2, 1, "powersgd"}}
+	sc := []Scenario{{1, 1, "none", false}, {4, 2, "none", true}, {4, 2, "none", false}, {4, 2, "dgc", false}, {2, 1, "powersgd", false}}
 	r, err := MeasureEngine(context.Background(), EngineCase{Case: c, Scenarios: sc}, 2, 1, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Params != 61706 || r.GlobalBatch != 8 || r.Steps != 2 || r.Warmup != 1 || r.Trials != 3 || len(r.Scenarios) != 4 || r.Machine == "" {
+	if r.Params != 61706 || r.GlobalBatch != 8 || r.Steps != 2 || r.Warmup != 1 || r.Trials != 3 || len(r.Scenarios) != 5 || r.Machine == "" {
 		t.Fatalf("result %+v", r)
 	}
 	for i, s := range r.Scenarios {
-		if s.Scenario != sc[i].String() || s.WorkerBatch != 8/sc[i].Workers || s.OpWorkers != max(1, r.GOMAXPROCS/sc[i].Replicas) || len(s.TrialSeconds) != 3 {
+		if s.Scenario != sc[i].String() || s.Unfused != sc[i].Unfused || s.WorkerBatch != 8/sc[i].Workers || s.OpWorkers != max(1, r.GOMAXPROCS/sc[i].Replicas) || len(s.TrialSeconds) != 3 {
 			t.Errorf("scenario %d: %+v", i, s)
 		}
 		if st := Summarize(s.TrialSeconds); st.Best != s.BestSeconds || st.Median != s.MedianSeconds || st.Spread != s.Spread {
@@ -184,21 +184,25 @@ func TestMeasureEngine(t *testing.T) {
 			t.Errorf("scenario %s: compute %v s, step %v s", s.Scenario, s.ComputeSeconds, s.MedianSeconds)
 		}
 	}
-	// dgc is compared with 4/2/none; 2/1/powersgd has no uncompressed
-	// scenario of its shape.
-	dgc, psgd := r.Scenarios[2], r.Scenarios[3]
-	if dgc.BestOverhead == nil || math.Abs(*dgc.BestOverhead-(dgc.BestSeconds/r.Scenarios[1].BestSeconds-1)) > 1e-12 ||
-		*dgc.MedianOverhead != dgc.MedianSeconds/r.Scenarios[1].MedianSeconds-1 {
+	// dgc is compared with 4/2/none (fused, as the trainer runs it), not
+	// 4/2/none/unfused; 2/1/powersgd has no uncompressed scenario of its shape.
+	dense, dgc, psgd := r.Scenarios[2], r.Scenarios[3], r.Scenarios[4]
+	if dgc.BestOverhead == nil || math.Abs(*dgc.BestOverhead-(dgc.BestSeconds/dense.BestSeconds-1)) > 1e-12 ||
+		*dgc.MedianOverhead != dgc.MedianSeconds/dense.MedianSeconds-1 {
 		t.Errorf("dgc overhead %v %v", dgc.BestOverhead, dgc.MedianOverhead)
 	}
-	if psgd.BestOverhead != nil || r.Scenarios[1].BestOverhead != nil {
+	if psgd.BestOverhead != nil || dense.BestOverhead != nil || r.Scenarios[1].BestOverhead != nil {
 		t.Errorf("overheads without a reference: %v %v", psgd.BestOverhead, r.Scenarios[1].BestOverhead)
 	}
 }
 
 func TestParseScenario(t *testing.T) {
 	s, err := ParseScenario("8/2/dgc")
-	if err != nil || s != (Scenario{8, 2, "dgc"}) || s.String() != "8/2/dgc" {
+	if err != nil || s != (Scenario{8, 2, "dgc", false}) || s.String() != "8/2/dgc" {
+		t.Fatalf("%v %v", s, err)
+	}
+	s, err = ParseScenario("8/2/none/unfused")
+	if err != nil || s != (Scenario{8, 2, "none", true}) || s.String() != "8/2/none/unfused" {
 		t.Fatalf("%v %v", s, err)
 	}
 	for in, want := range map[string]string{
@@ -216,15 +220,15 @@ func TestParseScenario(t *testing.T) {
 		}
 	}
 	c, _ := NewCase("lenet5", 6, models.Config{})
-	if _, err := MeasureEngine(context.Background(), EngineCase{Case: c, Scenarios: []Scenario{{4, 2, "none"}}}, 1, 0, 1); err == nil || !strings.Contains(err.Error(), "global batch 6") {
+	if _, err := MeasureEngine(context.Background(), EngineCase{Case: c, Scenarios: []Scenario{{4, 2, "none", false}}}, 1, 0, 1); err == nil || !strings.Contains(err.Error(), "global batch 6") {
 		t.Errorf("uneven batch: %v", err)
 	}
-	if _, err := MeasureEngine(context.Background(), EngineCase{Case: c, Scenarios: []Scenario{{1, 1, "none"}}}, 0, 0, 1); err == nil {
+	if _, err := MeasureEngine(context.Background(), EngineCase{Case: c, Scenarios: []Scenario{{1, 1, "none", false}}}, 0, 0, 1); err == nil {
 		t.Error("0 steps accepted")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := MeasureEngine(ctx, EngineCase{Case: c, Scenarios: []Scenario{{1, 1, "none"}}}, 1, 1, 1); err != context.Canceled {
+	if _, err := MeasureEngine(ctx, EngineCase{Case: c, Scenarios: []Scenario{{1, 1, "none", false}}}, 1, 1, 1); err != context.Canceled {
 		t.Errorf("cancelled context: %v", err)
 	}
 }
