@@ -546,7 +546,7 @@ func table(name string, groups []group, missing []string, failed []failedRun) st
 	b.WriteString("\nMean ± sample standard deviation over the seeds of each variation; a single seed has no ±. " +
 		"Test accuracy and test loss are those after the last epoch. " +
 		valNote +
-		"Δ dense: difference of the means from the baseline, the first variation with compressor none and the same model, workers and global batch (blank when there is none). " +
+		"Δ dense: difference of the means from the baseline, the first variation with compressor none and the same model, workers and global batch (blank when there is none, and for layer-parallel runs). " +
 		"Compression ratio: bytes of dense float32 gradients over bytes sent, over the whole run; steady: after the compressor's warm-up. " +
 		"Sent per worker-step: what one worker puts on the wire in a steady step (1 kB = 1000 B). " +
 		"Busiest link per step: the bytes that cross one link in a steady step on the configured topology (a ring: (N-1) x the payload for an all-gather, 2(N-1)/N x the buffer for an all-reduce), which is what the time model charges bandwidth for. " +
@@ -568,15 +568,23 @@ func table(name string, groups []group, missing []string, failed []failedRun) st
 	return b.String()
 }
 
-// baseline is the index of group i's dense baseline, or -1.
+// baseline is the index of group i's dense baseline, or -1. Layer-parallel
+// runs (train.mode layer_parallel) neither have nor are one: their workers
+// are stages, not data-parallel replicas of one step.
 func baseline(groups []group, i int) int {
+	layerParallel := func(g group) bool {
+		return slices.ContainsFunc(g.runs, func(r *runData) bool { return r.sum.LayerParallel != nil })
+	}
+	if layerParallel(groups[i]) {
+		return -1
+	}
 	key := func(g group) string {
 		return field(g, func(s *train.Summary) string {
 			return fmt.Sprintf("%s/%d/%d", s.Model, s.Workers, s.GlobalBatch)
 		})
 	}
 	for j, g := range groups {
-		if field(g, func(s *train.Summary) string { return s.Compressor }) == "none" && key(g) == key(groups[i]) {
+		if field(g, func(s *train.Summary) string { return s.Compressor }) == "none" && !layerParallel(g) && key(g) == key(groups[i]) {
 			return j
 		}
 	}

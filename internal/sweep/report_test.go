@@ -397,3 +397,25 @@ func TestBestCompressedOnValidation(t *testing.T) {
 		t.Errorf("table.md lacks %q:\n%s", want, md)
 	}
 }
+
+// TestLayerParallelHasNoDenseBaseline: a layer-parallel run is not the dense
+// baseline of a data-parallel run of the same shape, nor compared with one.
+func TestLayerParallelHasNoDenseBaseline(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "lp")
+	lp := classifierSummary("none", 1, 0.80, 1, 1, 2)
+	lp.Workers = 2
+	lp.LayerParallel = &train.LayerParallelSummary{}
+	writeRun(t, dir, "a-layerpar", lp)
+	dp := classifierSummary("none", 1, 0.90, 1, 1, 2)
+	dp.Workers = 2
+	writeRun(t, dir, "b-dataparallel", dp)
+	res, err := Report(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| a-layerpar | lenet5 | none | 2 | 256 | sgd | 1 | 80.00 |  |", "| b-dataparallel | lenet5 | none | 2 | 256 | sgd | 1 | 90.00 | baseline |"} {
+		if !strings.Contains(res.Table, want) {
+			t.Errorf("table.md lacks\n%s\n%s", want, res.Table)
+		}
+	}
+}
