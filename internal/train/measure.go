@@ -446,10 +446,8 @@ func pathNorm(net *models.Net, in models.Input, batch int, logits []float32) (fl
 func pacBayesSigma(net *models.Net, w []float32, accuracy func() float64, base float64, magnitude bool, seed uint64) float64 {
 	const target, tol, draws = 0.1, 0.01, 10
 	r := rand.New(rand.NewPCG(seed, 0x706163))
-	lo, hi := 0.0, 2.0
 	flat := net.Flat()
-	for range 15 {
-		sigma := (lo + hi) / 2
+	return bisectDrop(2, 15, target, tol, func(sigma float64) float64 {
 		var drop float64
 		for range draws {
 			for i, v := range w {
@@ -461,14 +459,26 @@ func pacBayesSigma(net *models.Net, w []float32, accuracy func() float64, base f
 			}
 			drop += base - accuracy()
 		}
-		drop /= draws
-		if math.Abs(drop-target) < tol {
-			return sigma
+		return drop / draws
+	})
+}
+
+// bisectDrop finds by bisection on [0, hi] (depth steps) the perturbation
+// size whose accuracy drop, as drop measures it, is target: it returns the
+// first size within tol of it, or the last interval's midpoint. drop must
+// grow with the size (a larger drop moves the search down).
+func bisectDrop(hi float64, depth int, target, tol float64, drop func(size float64) float64) float64 {
+	lo := 0.0
+	for range depth {
+		size := (lo + hi) / 2
+		d := drop(size)
+		if math.Abs(d-target) < tol {
+			return size
 		}
-		if drop > target {
-			hi = sigma
+		if d > target {
+			hi = size
 		} else {
-			lo = sigma
+			lo = size
 		}
 	}
 	return (lo + hi) / 2

@@ -148,9 +148,7 @@ func sharpnessAlpha(p sharpnessProbe, w []float32, base float64, magnitude bool,
 	r := rand.New(rand.NewPCG(seed, 0x73686172)) // "shar"
 	radius := make([]float64, len(w))
 	u := make([]float64, len(w))
-	lo, hi := 0.0, sharpnessHi
-	for range sharpnessDepth {
-		alpha := (lo + hi) / 2
+	return bisectDrop(sharpnessHi, sharpnessDepth, sharpnessTarget, sharpnessTol, func(alpha float64) float64 {
 		for i, v := range w {
 			radius[i] = alpha
 			if magnitude {
@@ -179,15 +177,6 @@ func sharpnessAlpha(p sharpnessProbe, w []float32, base float64, magnitude bool,
 			p.flat[i] = v + float32(u[i])
 		}
 		p.restore()
-		drop := base - p.accuracy()
-		if math.Abs(drop-sharpnessTarget) < sharpnessTol {
-			return alpha
-		}
-		if drop > sharpnessTarget {
-			hi = alpha
-		} else {
-			lo = alpha
-		}
-	}
-	return (lo + hi) / 2
+		return base - p.accuracy()
+	})
 }
