@@ -93,6 +93,9 @@ type Exchange struct {
 	// all-gather of a steady step (a ring all-gather's rounds wait for the
 	// largest block), over codecSteps steps.
 	gatherMax []int64
+	// solo: ExchangeMean runs the step on the workers' mean gradient alone,
+	// without the collective, booking the bytes as the full exchange would.
+	solo bool
 }
 
 // Builder makes one worker's compressor for the tensors it compresses.
@@ -288,7 +291,7 @@ func (x *Exchange) Prepare(grad []float32, step int) (bool, error) {
 // itself), and round 0's encoding from grad where the compressor can (x.flat,
 // x.first), else the compressed tensors into cbuf.
 func (x *Exchange) take(grad []float32, info StepInfo) error {
-	if !x.inPlace {
+	if !x.inPlace && !x.solo {
 		for _, t := range x.dense {
 			copy(x.dbuf[t.Offset:t.Offset+t.Size], grad[t.FlatOffset:t.FlatOffset+t.Size])
 		}
@@ -377,12 +380,15 @@ func (x *Exchange) exchange(grad []float32, step int, keep bool) error {
 		}
 		switch x.send.needs.Op(r) {
 		case dist.OpAllReduce:
-			if n > 1 {
+			if n > 1 && !x.solo {
 				if err := x.member.AllReduce(p.Floats); err != nil {
 					return err
 				}
 			}
 			prev = Combined{Floats: p.Floats, Workers: n}
+			if x.solo {
+				prev.Workers = 1 // the payload is already the workers' mean
+			}
 		case dist.OpAllGather:
 			all := [][]byte{p.Bytes}
 			if n > 1 {
@@ -443,6 +449,9 @@ func (x *Exchange) exchange(grad []float32, step int, keep bool) error {
 // skips writing a result that is not kept. Either way every value is
 // sum * (1/n), one float32 multiplication, as without them.
 func (x *Exchange) exchangeDense(grad []float32, n int, keep bool) error {
+	if x.solo {
+		return nil // grad already holds the dense tensors' mean
+	}
 	buf := x.dbuf
 	if x.inPlace {
 		buf = grad[:len(x.dbuf)]

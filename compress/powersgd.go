@@ -9,6 +9,7 @@ import (
 	"gonum.org/v1/gonum/blas/blas32"
 
 	"github.com/gradwire/gradwire/dist"
+	"github.com/gradwire/gradwire/internal/par"
 )
 
 // powerSGD is PowerSGD (Vogels et al., NeurIPS 2019), following PyTorch's
@@ -69,6 +70,7 @@ type powerSGD struct {
 
 	pcg     *rand.PCG
 	rng     *rand.Rand
+	spread  int       // ways to split large matrices' products (ExchangeMean); <= 1: none
 	vanilla bool      // the last step was a vanilla all-reduce
 	sent    []float32 // Sent()'s buffer, allocated on first use
 	row     []float32 // decodeState's scratch row
@@ -236,17 +238,19 @@ func (c *powerSGD) round0(grad []float32, flat bool, step int) Payload {
 		q := c.q[t.q : t.q+t.r*t.m]
 		psgdGramSchmidt(q, t.m, t.r, c.cfg.Epsilon)
 		p := c.pay0[t.pay0 : t.pay0+t.r*t.n]
-		for i := 0; i < t.n; i++ {
-			// Compensate one row and use it while it is in cache.
-			row := mm[i*t.m : (i+1)*t.m]
-			copy(row, g[i*t.m:(i+1)*t.m])
-			if c.e != nil {
-				psgdAxpy(1, c.e[t.off+i*t.m:t.off+(i+1)*t.m], row)
+		c.split(t, t.n, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				// Compensate one row and use it while it is in cache.
+				row := mm[i*t.m : (i+1)*t.m]
+				copy(row, g[i*t.m:(i+1)*t.m])
+				if c.e != nil {
+					psgdAxpy(1, c.e[t.off+i*t.m:t.off+(i+1)*t.m], row)
+				}
+				for k := 0; k < t.r; k++ {
+					p[k*t.n+i] = psgdDot(row, q[k*t.m:(k+1)*t.m])
+				}
 			}
-			for k := 0; k < t.r; k++ {
-				p[k*t.n+i] = psgdDot(row, q[k*t.m:(k+1)*t.m])
-			}
-		}
+		})
 	}
 	return Payload{Floats: c.pay0[:c.len0], Wire: int64(4 * c.len0), TensorWire: c.wire0}
 }
@@ -270,12 +274,16 @@ func (c *powerSGD) round1(prev Combined) (Payload, error) {
 		psgdGramSchmidt(p, t.n, t.r, c.cfg.Epsilon)
 		q := c.pay1[t.q : t.q+t.r*t.m]
 		clear(q)
-		for i := 0; i < t.n; i++ {
-			row := c.m[t.off+i*t.m : t.off+(i+1)*t.m]
-			for k := 0; k < t.r; k++ {
-				psgdAxpy(p[k*t.n+i], row, q[k*t.m:(k+1)*t.m])
+		// Split by columns of M: each element of Q sums over the rows in
+		// the same order however the columns are split.
+		c.split(t, t.m, func(lo, hi int) {
+			for i := 0; i < t.n; i++ {
+				row := c.m[t.off+i*t.m : t.off+(i+1)*t.m]
+				for k := 0; k < t.r; k++ {
+					psgdAxpy(p[k*t.n+i], row[lo:hi], q[k*t.m+lo:k*t.m+hi])
+				}
 			}
-		}
+		})
 	}
 	return Payload{Floats: c.pay1[:c.len1], Wire: int64(4 * c.len1), TensorWire: c.wire1}, nil
 }
@@ -317,15 +325,17 @@ func (c *powerSGD) DecodeMean(last Combined, dst []float32, info StepInfo) error
 			}
 			continue
 		}
-		for i := 0; i < t.n; i++ {
-			lo, hi := t.off+i*t.m, t.off+(i+1)*t.m
-			c.lowRankRow(t, i, dst[lo:hi])
-			if c.e != nil {
-				// e = M - Mhat: local M, global Mhat.
-				copy(c.e[lo:hi], c.m[lo:hi])
-				psgdAxpy(-1, dst[lo:hi], c.e[lo:hi])
+		c.split(t, t.n, func(ilo, ihi int) {
+			for i := ilo; i < ihi; i++ {
+				lo, hi := t.off+i*t.m, t.off+(i+1)*t.m
+				c.lowRankRow(t, i, dst[lo:hi])
+				if c.e != nil {
+					// e = M - Mhat: local M, global Mhat.
+					copy(c.e[lo:hi], c.m[lo:hi])
+					psgdAxpy(-1, dst[lo:hi], c.e[lo:hi])
+				}
 			}
-		}
+		})
 	}
 	c.vanilla = false
 	return nil
@@ -369,6 +379,21 @@ func (c *powerSGD) decodeState(last Combined, info StepInfo) error {
 	}
 	c.vanilla = false
 	return nil
+}
+
+// psgdSplitMin is the smallest matrix (values) whose products split: below
+// it a hand-off costs more than the second core saves.
+const psgdSplitMin = 1 << 15
+
+// split runs f over [0, n) (rows or columns of matrix t), in spread parts on
+// the shared helpers when t is large enough; every element is computed by
+// the same arithmetic in either case.
+func (c *powerSGD) split(t psgdMatrix, n int, f func(lo, hi int)) {
+	if c.spread <= 1 || t.n*t.m < psgdSplitMin {
+		f(0, n)
+		return
+	}
+	par.Default().Run(n, c.spread, func(_, lo, hi int) { f(lo, hi) })
 }
 
 // lowRankRow writes row i of P Q^T for matrix t into out.

@@ -737,3 +737,33 @@ func BenchmarkPowerSGD(b *testing.B) {
 		})
 	}
 }
+
+// Splitting the products over cores (the run on the mean gradient) changes
+// no bit: rows of P and of the decoded mean are independent, and each
+// element of Q sums over the rows in the same order however the columns are
+// split. The first matrix is large enough to split, the second is not.
+func TestPowerSGDSplitSameBits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	shapes := [][]int{{300, 257}, {12, 10}}
+	size := 300*257 + 12*10
+	cfg := psgdConfig(2)
+	one := psgdBuild(t, cfg, 1, shapes...)
+	spread := psgdBuild(t, cfg, 1, shapes...)
+	spread[0].(meanLinear).setSpread(3)
+	for step := 0; step < 4; step++ {
+		g := f32s(psgdRandom(rng, size))
+		a, _ := psgdStep(t, one, [][]float32{append([]float32(nil), g...)}, step)
+		b, _ := psgdStep(t, spread, [][]float32{append([]float32(nil), g...)}, step)
+		for i := range a[0] {
+			if math.Float32bits(a[0][i]) != math.Float32bits(b[0][i]) {
+				t.Fatalf("step %d: value %d is %v split, %v not", step, i, b[0][i], a[0][i])
+			}
+		}
+		ra, rb := one[0].(ErrorFeedback).Residual(), spread[0].(ErrorFeedback).Residual()
+		for i := range ra {
+			if math.Float32bits(ra[i]) != math.Float32bits(rb[i]) {
+				t.Fatalf("step %d: residual %d is %v split, %v not", step, i, rb[i], ra[i])
+			}
+		}
+	}
+}

@@ -235,6 +235,14 @@ func (e *Engine) Step(step int, batch func(w int) ([]float32, []int32)) (float64
 	if e.fusedStep(step) {
 		return e.stepFused(step, batch)
 	}
+	if f := e.fused; f != nil && f.mean != nil {
+		// Worker by worker after steps on the mean: each worker starts from
+		// the mean state, and afterwards their states differ.
+		if err := e.SyncState(); err != nil {
+			return 0, err
+		}
+		f.leaderMean = false
+	}
 	nw, nr := len(e.members), len(e.replicas)
 	// causes holds the model's own failures by worker; the other workers'
 	// errors are consequences (aborted collectives, gradients never computed)

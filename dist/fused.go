@@ -26,6 +26,21 @@ type LinearExchanger interface {
 	Book(step int) error
 }
 
+// MeanExchanger is an exchange whose mean over the workers depends on their
+// gradients and states only through the mean gradient and the mean state
+// (compress.Exchange with PowerSGD: every product is linear in the
+// gradient). One exchange then stands for all, run once on the mean.
+type MeanExchanger interface {
+	MeanLinear() bool
+	// ExchangeMean replaces grad, the mean of every worker's gradient, with
+	// the exchange's mean; the exchange must hold the workers' mean state
+	// and holds it afterwards. It books its own traffic and the same for
+	// others.
+	ExchangeMean(grad []float32, step int, others []MeanExchanger) error
+	// SetMeanState sets the exchange's state to the mean of of's states.
+	SetMeanState(of []MeanExchanger) error
+}
+
 // fuseSample: every fuseSample-th step runs worker by worker, so that
 // ComputeSeconds stays a measured worker-batch time for the time model rather
 // than a share of a fused pass (which it is only until the first such step).
@@ -34,27 +49,41 @@ const fuseSample = 25
 // fusion is the state of fused steps: each replica computes the workers it
 // hosts as one batch, and the mean over workers is the mean over replicas.
 type fusion struct {
-	fusers  []Fuser
-	linear  []LinearExchanger
-	x       [][]float32 // per replica: its workers' inputs end to end
-	y       [][]int32
-	loss    []float64
-	err     []error
-	sampled bool // a worker-by-worker step has set compute
-	took    []time.Duration
+	fusers []Fuser
+	linear []LinearExchanger // dense exchanges; nil with mean
+	// With mean exchanges (each worker's is MeanExchanger) worker 0's
+	// exchange runs once on the mean gradient. leaderMean: its state is the
+	// workers' mean state; stale: the other workers' states lag behind it
+	// (SyncState brings them level).
+	mean       []MeanExchanger
+	leaderMean bool
+	stale      bool
+	acc        [][]float32 // per replica: its workers' gradient sum (sampled steps)
+	x          [][]float32 // per replica: its workers' inputs end to end
+	y          [][]int32
+	loss       []float64
+	err        []error
+	sampled    bool // a worker-by-worker step has set compute
+	took       []time.Duration
 }
 
 // Fuse makes the following Steps compute each replica's workers as one batch
 // where that gives the same mean gradient: every worker of the run is in this
 // process, the replicas host the same number of workers, every replica is a
-// Fusable Fuser and every exchange a Linear LinearExchanger (compress.name
-// none, float32 on the wire). Each replica then runs one forward and backward
-// over its k workers' batches instead of k, the exchange becomes the mean of
-// the replicas' gradients, and each worker's exchange books its traffic as
-// before. The result differs from worker-by-worker steps by float32 rounding
-// only; a worker's loss (WorkerLosses) is its replica's mean. Steps with
-// dropped workers, and every fuseSample-th step, still run worker by worker.
-// Fuse returns why it cannot fuse, leaving the engine as it was.
+// Fusable Fuser, and either every exchange is a Linear LinearExchanger
+// (compress.name none, float32 on the wire) or every exchange is a
+// MeanLinear MeanExchanger (PowerSGD). Each replica then runs one forward and
+// backward over its k workers' batches instead of k. With linear exchanges
+// the exchange becomes the mean of the replicas' gradients, and each
+// worker's exchange books its traffic as before; every fuseSample-th step
+// still runs worker by worker. With mean exchanges worker 0's exchange runs
+// once on that mean, holding the workers' mean state, and books every
+// worker's traffic; every fuseSample-th step computes the workers one by one
+// (for their compute times) and exchanges their mean the same way. The
+// result differs from worker-by-worker steps by float32 rounding only; a
+// worker's loss (WorkerLosses) is its replica's mean. Steps with dropped
+// workers run worker by worker. Fuse returns why it cannot fuse, leaving the
+// engine as it was.
 func (e *Engine) Fuse() error {
 	nw, nr := len(e.members), len(e.replicas)
 	switch {
@@ -78,14 +107,55 @@ func (e *Engine) Fuse() error {
 		f.fusers = append(f.fusers, fu)
 	}
 	for w, x := range e.exchange {
-		l, ok := x.(LinearExchanger)
-		if !ok || !l.Linear() {
-			return fmt.Errorf("dist: fused steps: worker %d's exchange is not a plain float32 mean", e.members[w].Rank())
+		if l, ok := x.(LinearExchanger); ok && l.Linear() {
+			f.linear = append(f.linear, l)
+			continue
 		}
-		f.linear = append(f.linear, l)
+		if m, ok := x.(MeanExchanger); ok && m.MeanLinear() {
+			f.mean = append(f.mean, m)
+			continue
+		}
+		return fmt.Errorf("dist: fused steps: worker %d's exchange is neither a plain float32 mean nor a function of the mean gradient", e.members[w].Rank())
+	}
+	if len(f.linear) != 0 && len(f.mean) != 0 {
+		return errors.New("dist: fused steps: the workers' exchanges differ in kind")
+	}
+	if f.mean != nil {
+		f.linear = nil
+		n := len(e.replicas[0].Grad())
+		for range nr {
+			f.acc = append(f.acc, make([]float32, n))
+		}
 	}
 	e.fused = f
 	return nil
+}
+
+// SyncState brings every worker's exchange state level with what worker-by-
+// worker steps would have left, up to float32 rounding, after fused steps
+// that ran one exchange on the mean (MeanExchanger): each worker takes the
+// mean state. Call it before reading the exchanges' states (checkpoints); it
+// is a no-op otherwise.
+func (e *Engine) SyncState() error {
+	f := e.fused
+	if f == nil || !f.stale {
+		return nil
+	}
+	for w, m := range f.mean[1:] {
+		if err := m.SetMeanState(f.mean[:1]); err != nil {
+			return fmt.Errorf("dist: worker %d: %w", e.members[w+1].Rank(), err)
+		}
+	}
+	f.stale = false
+	return nil
+}
+
+// StateRestored tells the engine that the exchanges' states were set from
+// outside (a checkpoint): the next fused step takes their mean afresh.
+func (e *Engine) StateRestored() {
+	if e.fused != nil {
+		e.fused.leaderMean, e.fused.stale = false, false
+	}
 }
 
 // Fused reports whether Fuse enabled fused steps.
@@ -107,6 +177,10 @@ func (e *Engine) stepFused(step int, batch func(w int) ([]float32, []int32)) (fl
 				xs, ys = append(xs, x...), append(ys, y...)
 			}
 			f.x[r], f.y[r] = xs, ys
+			if f.mean != nil && step%fuseSample == 0 {
+				f.loss[r], f.err[r] = e.stepSampled(r, xs, ys, k)
+				return
+			}
 			t0 := time.Now()
 			f.loss[r], f.err[r] = f.fusers[r].StepFused(xs, ys, k)
 			f.took[r] = time.Since(t0)
@@ -141,17 +215,71 @@ func (e *Engine) stepFused(step int, batch func(w int) ([]float32, []int32)) (fl
 		mean += f.loss[r]
 	}
 	mean /= float64(nr)
+	sampled := f.mean != nil && step%fuseSample == 0
+	if sampled {
+		f.sampled = true
+	}
 	for w := range nw {
 		if !f.sampled {
 			// Until a step has run worker by worker: a share of the pass.
 			e.compute[w] = f.took[w%nr] / time.Duration(k)
 		}
-		e.own[w] = f.loss[w%nr]
-		if err := f.linear[w].Book(step); err != nil {
-			return 0, err
+		if !sampled {
+			e.own[w] = f.loss[w%nr]
+		}
+		if f.linear != nil {
+			if err := f.linear[w].Book(step); err != nil {
+				return 0, err
+			}
+		}
+	}
+	if f.mean != nil {
+		if !f.leaderMean {
+			if err := f.mean[0].SetMeanState(f.mean); err != nil {
+				return 0, fmt.Errorf("dist: worker %d: %w", e.members[0].Rank(), err)
+			}
+			f.leaderMean = true
+		}
+		f.stale = true
+		if err := f.mean[0].ExchangeMean(dst, step, f.mean[1:]); err != nil {
+			return 0, fmt.Errorf("dist: worker %d (for all %d workers, on their mean gradient): %w", e.members[0].Rank(), nw, err)
 		}
 	}
 	return mean, nil
+}
+
+// stepSampled computes replica r's workers one by one (timing each, for the
+// time model), leaving the mean of their gradients in the replica's Grad, as
+// StepFused would; it returns their mean loss. Only with mean exchanges,
+// which need no worker's own gradient.
+func (e *Engine) stepSampled(r int, xs []float32, ys []int32, k int) (float64, error) {
+	f := e.fused
+	rep := e.replicas[r]
+	nw, nr := len(e.members), len(e.replicas)
+	acc := f.acc[r]
+	nx, ny := len(xs)/k, len(ys)/k
+	var loss float64
+	for i, w := 0, r; w < nw; i, w = i+1, w+nr {
+		t0 := time.Now()
+		l, err := rep.Step(xs[i*nx:(i+1)*nx], ys[i*ny:(i+1)*ny])
+		e.compute[w] = time.Since(t0)
+		if err != nil {
+			return 0, fmt.Errorf("worker %d: %w", e.members[w].Rank(), err)
+		}
+		e.own[w] = l
+		loss += l
+		if i == 0 {
+			copy(acc, rep.Grad())
+		} else {
+			add1(acc, rep.Grad())
+		}
+	}
+	inv := 1 / float32(k)
+	g := rep.Grad()
+	for i, v := range acc {
+		g[i] = v * inv
+	}
+	return loss / float64(k), nil
 }
 
 // meanSpan writes (dst + srcs[0] + srcs[1] + ...) * inv over [lo, hi) into dst,
@@ -181,6 +309,9 @@ func meanSpan(dst []float32, srcs [][]float32, inv float32, lo, hi int) {
 func (e *Engine) fusedStep(step int) bool {
 	if e.fused == nil || e.dropped != nil {
 		return false
+	}
+	if e.fused.mean != nil {
+		return true // sampled steps time each worker inside stepFused
 	}
 	if step%fuseSample == 0 {
 		e.fused.sampled = true

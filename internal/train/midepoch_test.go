@@ -86,6 +86,9 @@ func TestInterruptedMidEpochResumesExactly(t *testing.T) {
 			"compress.density=0.01", "compress.dgc.warmup_epochs=1", "compress.dgc.weight_decay_at=optimizer"}},
 		{"mlp-powersgd", "mlp", []int{20}, []string{"model.hidden=32", "dist.workers=2", "data.batch_size=8", "compress.name=powersgd",
 			"compress.powersgd.start_iter=10"}},
+		// Fused replicas: stops before and after the sampled step 25.
+		{"mlp-powersgd-fused", "mlp", []int{20, 27}, []string{"model.hidden=32", "dist.workers=4", "dist.replicas=2", "data.batch_size=4",
+			"compress.name=powersgd", "compress.powersgd.start_iter=10"}},
 		// GradiVeQ: steps 0-1 warm-up, then cycles of 3 sampled and 4
 		// compressed steps (2-4, 5-8, 9-11, 12-15, 16-18, ...): the runs stop
 		// after step 3 (2 of 3 samples taken), step 6 (inside a compressed

@@ -210,6 +210,10 @@ type workerState struct {
 // process (a collective: all processes call it together). Other processes'
 // bytes are decoded within the bounds of this run's layout.
 func (j *job) gatherWorkers() ([]workerState, error) {
+	// After fused PowerSGD steps only worker 0 holds the state: level the rest.
+	if err := j.engine.SyncState(); err != nil {
+		return nil, err
+	}
 	all, err := j.engine.GatherAll(func(w int) []byte {
 		st := workerState{Traffic: j.exchanges[w].Traffic(), Compressor: j.exchanges[w].State()}
 		return encodeWorkerState(st)
@@ -239,6 +243,7 @@ func (j *job) restoreWorkers(path string, states []workerState) error {
 			return fmt.Errorf("checkpoint %s: worker %d compressor: %w", path, j.engine.FirstWorker()+w, err)
 		}
 	}
+	j.engine.StateRestored()
 	return nil
 }
 

@@ -87,6 +87,10 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 		cases = append(cases, tcase{"mlp", []string{"model.hidden=32", "dist.workers=2", "data.batch_size=8",
 			"compress.name=" + name, "compress.density=0.01", "compress.dgc.warmup_epochs=1", "compress.powersgd.start_iter=20"}})
 	}
+	// PowerSGD on fused replicas: worker 0's exchange runs on the mean
+	// gradient, and the checkpoint gives every worker the mean state.
+	cases = append(cases, tcase{"mlp", []string{"model.hidden=32", "dist.workers=4", "dist.replicas=2", "data.batch_size=4",
+		"compress.name=powersgd", "compress.powersgd.start_iter=20"}})
 	// DGC with the weight decay at the optimizer: SGD's decay momentum is in
 	// the checkpoint too (Nesterov, so that both halves of the rule run).
 	cases = append(cases, tcase{"mlp", []string{"model.hidden=32", "dist.workers=2", "data.batch_size=8", "compress.name=dgc",
