@@ -256,6 +256,15 @@ type flatEncoder interface {
 	encodeFlat(grad []float32, info StepInfo) (p Payload, ok bool, err error)
 }
 
+// flatDecoder is a CombinedDecoder that can write the mean straight into the
+// worker's flat gradient, each compressed tensor at its FlatOffset, with
+// the same values and state changes as DecodeMean into the packed buffer and
+// the copy out of it; it writes nothing else of grad. ok false declines.
+// Only compressors without Needs.ErrorFeedback implement it.
+type flatDecoder interface {
+	decodeFlat(last Combined, grad []float32, info StepInfo) (ok bool, err error)
+}
+
 // tensorIn is t's values in grad: the packed gradient, or with flat the
 // worker's flat one.
 func tensorIn(grad []float32, t Tensor, flat bool) []float32 {
@@ -429,6 +438,17 @@ func (x *Exchange) exchange(grad []float32, step int, keep bool) error {
 		}
 	}
 	t0 = time.Now()
+	if fd, ok := x.comp.(flatDecoder); ok && keep && x.send.mem == nil {
+		done, err := fd.decodeFlat(prev, grad, info)
+		spent += time.Since(t0)
+		if err != nil {
+			return fmt.Errorf("compress %s: %w", x.send.name, err)
+		}
+		if done {
+			return nil
+		}
+		t0 = time.Now()
+	}
 	if err := x.send.Decompress(prev, x.out, info); err != nil {
 		return err
 	}

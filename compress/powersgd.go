@@ -95,6 +95,7 @@ var (
 	_ CombinedDecoder = (*powerSGD)(nil)
 	_ ErrorFeedback   = powerSGDEF{}
 	_ flatEncoder     = (*powerSGD)(nil)
+	_ flatDecoder     = (*powerSGD)(nil)
 	_ stateDecoder    = (*powerSGD)(nil)
 )
 
@@ -300,13 +301,44 @@ func (c *powerSGD) DecodeMean(last Combined, dst []float32, info StepInfo) error
 	if len(dst) != c.size || last.Workers < 1 {
 		return fmt.Errorf("powersgd: decompress into %d values from %d workers, want %d", len(dst), last.Workers, c.size)
 	}
+	return c.decode(last, dst, info, false)
+}
+
+// decodeFlat is DecodeMean into the worker's flat gradient, each tensor at
+// its FlatOffset (flatDecoder): the exchange then need not copy the mean out
+// of a packed buffer.
+func (c *powerSGD) decodeFlat(last Combined, grad []float32, info StepInfo) (bool, error) {
+	if last.Workers < 1 {
+		return false, fmt.Errorf("powersgd: decompress from %d workers", last.Workers)
+	}
+	return true, c.decode(last, grad, info, true)
+}
+
+// decode is DecodeMean, writing each tensor at its packed offset in dst or
+// with flat at its FlatOffset.
+func (c *powerSGD) decode(last Combined, dst []float32, info StepInfo, flat bool) error {
+	at := func(t psgdMatrix) int {
+		if flat {
+			return t.flat
+		}
+		return t.off
+	}
 	inv := 1 / float32(last.Workers)
 	if !c.Steady(info) {
 		if len(c.r0) != c.size || len(last.Floats) != 0 {
 			return fmt.Errorf("powersgd: vanilla step combined %d and %d values, want %d and 0", len(c.r0), len(last.Floats), c.size)
 		}
-		for i, v := range c.r0 {
-			dst[i] = v * inv
+		if !flat {
+			for i, v := range c.r0 {
+				dst[i] = v * inv
+			}
+		} else {
+			for _, t := range c.mats {
+				d := dst[t.flat : t.flat+t.n*t.m]
+				for i, v := range c.r0[t.off : t.off+t.n*t.m] {
+					d[i] = v * inv
+				}
+			}
 		}
 		c.vanilla = true
 		return nil
@@ -319,20 +351,22 @@ func (c *powerSGD) DecodeMean(last Combined, dst []float32, info StepInfo) error
 	}
 	for _, t := range c.mats {
 		size := t.n * t.m
+		base := at(t)
 		if t.r == 0 {
 			for i, v := range c.r0[t.pay0 : t.pay0+size] {
-				dst[t.off+i] = v * inv
+				dst[base+i] = v * inv
 			}
 			continue
 		}
 		c.split(t, t.n, func(ilo, ihi int) {
 			for i := ilo; i < ihi; i++ {
 				lo, hi := t.off+i*t.m, t.off+(i+1)*t.m
-				c.lowRankRow(t, i, dst[lo:hi])
+				out := dst[base+i*t.m : base+(i+1)*t.m]
+				c.lowRankRow(t, i, out)
 				if c.e != nil {
 					// e = M - Mhat: local M, global Mhat.
 					copy(c.e[lo:hi], c.m[lo:hi])
-					psgdAxpy(-1, dst[lo:hi], c.e[lo:hi])
+					psgdAxpy(-1, out, c.e[lo:hi])
 				}
 			}
 		})
