@@ -23,6 +23,8 @@ type Measures struct {
 	TestAccuracy  float64 `json:"test_accuracy,omitempty"` // from summary.json, for the gap
 	// ParamNorm is sum_l ||W_l||_F^2 over the weight tensors (no biases or
 	// BatchNorm), the paper's parameter norm (Jiang et al. 2020, measure 42).
+	// In a network with BatchNorm, this and the other norms are taken with
+	// the BatchNorms folded in (FoldedBatchNorms).
 	ParamNorm float64 `json:"param_norm"`
 	// LogSpectralProduct is log prod_l ||W_l||_2^2 (measure 32), each weight
 	// tensor viewed as a matrix (out x the rest; a convolution's kernel as
@@ -72,6 +74,10 @@ type Measures struct {
 	SharpnessAlpha    *float64 `json:"sharpness_alpha,omitempty"`
 	SharpnessMagAlpha *float64 `json:"sharpness_mag_alpha,omitempty"`
 	AscentSteps       int      `json:"ascent_steps,omitempty"`
+	// FoldedBatchNorms is the number of BatchNorms folded into the
+	// convolutions before them for the norms, the path norm, the PAC-Bayes
+	// sigmas and the distances to the initialisation (measure_fold.go).
+	FoldedBatchNorms int `json:"folded_batchnorms,omitempty"`
 	// Notes says which measures were left out and why.
 	Notes []string `json:"notes,omitempty"`
 }
@@ -161,12 +167,36 @@ func Measure(runDir string, o MeasureOptions) (*Measures, error) {
 	}
 	m.TrainLoss = loss / float64(n*yPer)
 	m.TrainAccuracy = float64(correct) / float64(n*yPer)
+	// The norms, the path norm and the PAC-Bayes sigmas see the network with
+	// its BatchNorms folded into the convolutions (measure_fold.go).
+	eps := mc.BNEpsilon
+	if eps == 0 {
+		eps = models.DefaultConfig().BNEpsilon
+	}
+	folds, err := findFolds(net.Params(), bufs)
+	if err != nil {
+		return nil, fmt.Errorf("measure %s: %w", runDir, err)
+	}
+	wm, bufm := c.Params, c.Buffers
+	if len(folds) > 0 {
+		wm, bufm = foldBatchNorms(net.Params(), folds, c.Params, c.Buffers, eps)
+		m.FoldedBatchNorms = len(folds)
+		m.Notes = append(m.Notes, fmt.Sprintf("%d BatchNorms folded into the convolutions before them for param_norm, log_spectral_product, path_norm, the PAC-Bayes sigmas and the distances to the initialisation; the sharpness alphas and the Hessian take training-mode gradients of the network as it is", len(folds)))
+	}
+	setBufs := func(vals [][]float32) {
+		for i, b := range bufs {
+			copy(b.Value, vals[i])
+		}
+	}
+	off := 0
 	for _, p := range net.Params() {
+		v := wm[off : off+len(p.Value)]
+		off += len(p.Value)
 		if !p.NoDecay {
-			for _, v := range p.Value {
-				m.ParamNorm += float64(v) * float64(v)
+			for _, x := range v {
+				m.ParamNorm += float64(x) * float64(x)
 			}
-			m.LogSpectralProduct += 2 * math.Log(spectralNorm(p.Value, p.Shape, o.Seed))
+			m.LogSpectralProduct += 2 * math.Log(spectralNorm(v, p.Shape, o.Seed))
 		}
 	}
 	accuracy := func() float64 {
@@ -180,13 +210,16 @@ func Measure(runDir string, o MeasureOptions) (*Measures, error) {
 		}
 		return float64(ok) / float64(n*yPer)
 	}
+	copy(net.Flat(), wm)
+	setBufs(bufm)
 	if m.PathNorm, err = pathNorm(net, in, o.Batch, logits); err != nil {
 		return nil, err
 	}
+	copy(net.Flat(), wm)
+	m.PACBayesSigma = pacBayesSigma(net, wm, accuracy, m.TrainAccuracy, false, o.Seed)
+	m.PACBayesMagSigma = pacBayesSigma(net, wm, accuracy, m.TrainAccuracy, true, o.Seed)
 	copy(net.Flat(), c.Params)
-	m.PACBayesSigma = pacBayesSigma(net, c.Params, accuracy, m.TrainAccuracy, false, o.Seed)
-	m.PACBayesMagSigma = pacBayesSigma(net, c.Params, accuracy, m.TrainAccuracy, true, o.Seed)
-	copy(net.Flat(), c.Params)
+	setBufs(c.Buffers)
 	// Step's BatchNorm statistics updates are undone after each use.
 	saved := make([][]float32, len(bufs))
 	for i, b := range bufs {
@@ -197,7 +230,16 @@ func Measure(runDir string, o MeasureOptions) (*Measures, error) {
 			copy(b.Value, saved[i])
 		}
 	}
-	m.measureInit(runDir, net, c.Params, o.Seed)
+	m.measureInit(runDir, net, wm, o.Seed, func(w0 []float32, b0 [][]float32) []float32 {
+		if len(folds) == 0 {
+			return w0
+		}
+		if len(b0) != len(bufs) {
+			return nil // no statistics to fold the initial network with
+		}
+		w0f, _ := foldBatchNorms(net.Params(), folds, w0, b0, eps)
+		return w0f
+	})
 	m.Depth = depth(net.Params())
 	if len(bufs) > 0 {
 		m.Notes = append(m.Notes, fmt.Sprintf("fisher_rao left out: model %s has BatchNorm, whose per-example gradient in training mode is not the model's", mc.Name))
@@ -272,7 +314,7 @@ func Measure(runDir string, o MeasureOptions) (*Measures, error) {
 // measureInit sets the distances to the run's initial parameters, or notes
 // why there are none: a run without init.ckpt, or one whose file cannot be
 // read, keeps its other measures.
-func (m *Measures) measureInit(runDir string, net *models.Net, w []float32, seed uint64) {
+func (m *Measures) measureInit(runDir string, net *models.Net, w []float32, seed uint64, fold func(w0 []float32, b0 [][]float32) []float32) {
 	w0, err := loadInit(runDir, net)
 	switch {
 	case err != nil:
@@ -280,7 +322,12 @@ func (m *Measures) measureInit(runDir string, net *models.Net, w []float32, seed
 	case w0 == nil:
 		m.Notes = append(m.Notes, fmt.Sprintf("dist_fro and dist_spec_init left out: no %s (the run's initial parameters; runs of gradwire versions before it, or with train.checkpoint off, have none)", InitFile))
 	default:
-		fro, spec := distToInit(net.Params(), w, w0.Params, seed)
+		w0f := fold(w0.Params, w0.Buffers)
+		if w0f == nil {
+			m.Notes = append(m.Notes, fmt.Sprintf("dist_fro and dist_spec_init left out: %s holds no BatchNorm statistics to fold the initial network with", InitFile))
+			return
+		}
+		fro, spec := distToInit(net.Params(), w, w0f, seed)
 		m.InitParams, m.DistFro, m.DistSpec = InitFile, &fro, &spec
 	}
 }

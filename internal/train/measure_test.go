@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/gradwire/gradwire/models"
+	"github.com/gradwire/gradwire/optim"
 )
 
 // TestTopEigenWorkedExample: H = [[10, 2], [2, 1]] (eigenvalues 0.575571 and
@@ -437,5 +439,144 @@ func TestInitParams(t *testing.T) {
 	runCfg(t, off, dir2, false)
 	if _, err := os.Stat(filepath.Join(dir2, InitFile)); !os.IsNotExist(err) {
 		t.Errorf("train.checkpoint off: init.ckpt %v", err)
+	}
+}
+
+// A BatchNorm folded by hand: eps 1 keeps the numbers round. Channel 0:
+// s = 2/sqrt(3+1) = 1, W' = 3, b' = 1 - 1*1 = 0. Channel 1:
+// s = 0.5/sqrt(0.25+1) = 1/sqrt(5), W' = -2/sqrt(5), b' = 0 + 1/sqrt(5).
+func TestFoldBatchNormsByHand(t *testing.T) {
+	params := []optim.Param{
+		{Name: "c.w", Shape: []int{2, 1, 1, 1}, Kind: "conv", Value: make([]float32, 2)},
+		{Name: "bn.scale", Shape: []int{1, 2, 1, 1}, Kind: "norm", NoDecay: true, Value: make([]float32, 2)},
+		{Name: "bn.shift", Shape: []int{1, 2, 1, 1}, Kind: "norm", NoDecay: true, Value: make([]float32, 2)},
+	}
+	bufs := []models.Buffer{{Name: "bn.running_mean", Value: make([]float32, 2)}, {Name: "bn.running_var", Value: make([]float32, 2)}}
+	folds, err := findFolds(params, bufs)
+	if err != nil || len(folds) != 1 {
+		t.Fatalf("folds %v, %v", folds, err)
+	}
+	w := []float32{3, -2, 2, 0.5, 1, 0}
+	wf, bf := foldBatchNorms(params, folds, w, [][]float32{{1, -1}, {3, 0.25}}, 1)
+	r5 := 1 / math.Sqrt(5)
+	want := []float64{3, -2 * r5, 1, 1, 0, r5}
+	for i, v := range wf {
+		if math.Abs(float64(v)-want[i]) > 1e-6 {
+			t.Fatalf("folded %v, want %v", wf, want)
+		}
+	}
+	if bf[0][0] != 0 || bf[0][1] != 0 || bf[1][0] != 0 || bf[1][1] != 0 {
+		t.Fatalf("folded statistics %v: want mean 0 and variance 1 - eps = 0", bf)
+	}
+	// A BatchNorm after something other than a convolution is refused.
+	params[0].Kind = "linear"
+	if _, err := findFolds(params, bufs); err == nil {
+		t.Fatal("a BatchNorm after a linear layer was folded")
+	}
+}
+
+// Folding keeps the function: ResNet-20 in evaluation mode, with BatchNorm
+// scales, shifts and running statistics away from their initial values,
+// gives the same logits with its BatchNorms folded in.
+func TestFoldBatchNormsSameFunction(t *testing.T) {
+	in := models.Input{Shape: []int{1, 28, 28}, Classes: 10, YLen: 1}
+	net, err := models.New(models.Config{Name: "resnet20"}, in, 4, 4, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	var nbn int
+	for _, p := range net.Params() {
+		if p.Kind == "norm" {
+			for i := range p.Value {
+				p.Value[i] = float32(0.5 + r.Float64())
+				if strings.HasSuffix(p.Name, ".shift") {
+					p.Value[i] = float32(r.NormFloat64() * 0.3)
+				}
+			}
+			if strings.HasSuffix(p.Name, ".scale") {
+				nbn++
+			}
+		}
+	}
+	var bufVals [][]float32
+	for _, b := range net.Buffers() {
+		for i := range b.Value {
+			if strings.HasSuffix(b.Name, "running_var") {
+				b.Value[i] = float32(0.2 + 2*r.Float64())
+			} else {
+				b.Value[i] = float32(r.NormFloat64() * 0.5)
+			}
+		}
+		bufVals = append(bufVals, append([]float32(nil), b.Value...))
+	}
+	x := make([]float32, 4*28*28)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	before := make([]float32, 4*10)
+	if err := net.Predict(x, before); err != nil {
+		t.Fatal(err)
+	}
+	folds, err := findFolds(net.Params(), net.Buffers())
+	if err != nil || len(folds) != nbn || nbn != 21 {
+		t.Fatalf("%d folds of %d BatchNorms (want 21: the stem, 18 in the blocks, 2 on the projection shortcuts): %v", len(folds), nbn, err)
+	}
+	wf, bf := foldBatchNorms(net.Params(), folds, net.Flat(), bufVals, models.DefaultConfig().BNEpsilon)
+	copy(net.Flat(), wf)
+	for i, b := range net.Buffers() {
+		copy(b.Value, bf[i])
+	}
+	after := make([]float32, 4*10)
+	if err := net.Predict(x, after); err != nil {
+		t.Fatal(err)
+	}
+	var scale, diff float64
+	for i := range before {
+		scale = math.Max(scale, math.Abs(float64(before[i])))
+		diff = math.Max(diff, math.Abs(float64(after[i]-before[i])))
+	}
+	if diff > 1e-4*scale {
+		t.Fatalf("folded logits differ by %g (scale %g)", diff, scale)
+	}
+}
+
+// A network with BatchNorm is measured with its BatchNorms folded in: the
+// weight norm is that of the folded weights, not of the raw ones, and the
+// distances to the initialisation fold the initial network too.
+func TestMeasureFoldsBatchNorm(t *testing.T) {
+	cfg := smallConfig(t, "resnet20", "train.max_steps=2", "train.eval_limit=16", "data.eval_batch_size=8", "data.batch_size=8")
+	dir := t.TempDir()
+	runCfg(t, cfg, dir, false)
+	m, err := Measure(dir, MeasureOptions{Examples: 8, Batch: 8, Iterations: 2, AscentSteps: 1, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.FoldedBatchNorms != 21 || len(m.Notes) != 2 || !strings.Contains(m.Notes[0], "21 BatchNorms folded") {
+		t.Fatalf("folded %d BatchNorms, notes %q", m.FoldedBatchNorms, m.Notes)
+	}
+	if m.DistFro == nil || !(*m.DistFro > 0) || !(m.PathNorm > 0) || math.IsInf(m.PathNorm, 0) {
+		t.Fatalf("measures %+v", m)
+	}
+	net, err := models.New(cfg.Model, models.Input{Shape: []int{1, 28, 28}, Classes: 10, YLen: 1}, 8, 8, cfg.Seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _, _, err := latestCheckpoint(dir, layoutOf(net, cfg.Dist.Workers, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw float64
+	off := 0
+	for _, p := range net.Params() {
+		if !p.NoDecay {
+			for _, v := range c.Params[off : off+len(p.Value)] {
+				raw += float64(v) * float64(v)
+			}
+		}
+		off += len(p.Value)
+	}
+	if math.Abs(m.ParamNorm-raw) < 1e-3*raw {
+		t.Fatalf("param norm %g is the raw weights' %g: nothing folded", m.ParamNorm, raw)
 	}
 }
