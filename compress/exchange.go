@@ -96,6 +96,9 @@ type Exchange struct {
 	// solo: ExchangeMean runs the step on the workers' mean gradient alone,
 	// without the collective, booking the bytes as the full exchange would.
 	solo bool
+	// untimed: this step's compressor time is not one worker's (ExchangeMean
+	// split it over the cores), so CodecSeconds leaves it out.
+	untimed bool
 }
 
 // Builder makes one worker's compressor for the tensors it compresses.
@@ -346,7 +349,7 @@ func (x *Exchange) exchange(grad []float32, step int, keep bool) error {
 	}
 	var spent time.Duration // the compressor's computation in this step
 	defer func() {
-		if n > 1 && steady && x.comp != nil {
+		if n > 1 && steady && x.comp != nil && !x.untimed {
 			x.codec += spent + x.prepCodec
 			x.codecSteps++
 		}

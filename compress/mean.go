@@ -50,16 +50,21 @@ func (x *Exchange) MeanLinear() bool {
 // must be the workers' mean state (SetMeanState) and is their mean state
 // afterwards. It counts the bytes this worker would have put on the wire, and
 // books the same for every exchange in others (the workers it stands for).
-func (x *Exchange) ExchangeMean(grad []float32, step int, others []dist.MeanExchanger) error {
+// With timed the compressor runs on one core and its time counts as one
+// worker's (CodecSeconds, for the time model); otherwise it splits its work
+// over the cores and is not timed.
+func (x *Exchange) ExchangeMean(grad []float32, step int, others []dist.MeanExchanger, timed bool) error {
 	if !x.MeanLinear() {
 		return fmt.Errorf("compress %s: ExchangeMean on an exchange whose mean is not a function of the mean gradient", x.send.name)
 	}
 	before := x.traffic.clone()
 	ml := x.comp.(meanLinear)
-	ml.setSpread(par.Default().Workers())
-	x.solo = true
+	if !timed {
+		ml.setSpread(par.Default().Workers())
+	}
+	x.solo, x.untimed = true, !timed
 	err := x.exchange(grad, step, true)
-	x.solo = false
+	x.solo, x.untimed = false, false
 	ml.setSpread(1)
 	if err != nil {
 		return err

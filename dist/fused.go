@@ -35,8 +35,9 @@ type MeanExchanger interface {
 	// ExchangeMean replaces grad, the mean of every worker's gradient, with
 	// the exchange's mean; the exchange must hold the workers' mean state
 	// and holds it afterwards. It books its own traffic and the same for
-	// others.
-	ExchangeMean(grad []float32, step int, others []MeanExchanger) error
+	// others. timed: its computation counts as one worker's for the time
+	// model (on one core), on the steps that time each worker.
+	ExchangeMean(grad []float32, step int, others []MeanExchanger, timed bool) error
 	// SetMeanState sets the exchange's state to the mean of of's states.
 	SetMeanState(of []MeanExchanger) error
 }
@@ -241,7 +242,7 @@ func (e *Engine) stepFused(step int, batch func(w int) ([]float32, []int32)) (fl
 			f.leaderMean = true
 		}
 		f.stale = true
-		if err := f.mean[0].ExchangeMean(dst, step, f.mean[1:]); err != nil {
+		if err := f.mean[0].ExchangeMean(dst, step, f.mean[1:], sampled); err != nil {
 			return 0, fmt.Errorf("dist: worker %d (for all %d workers, on their mean gradient): %w", e.members[0].Rank(), nw, err)
 		}
 	}

@@ -338,6 +338,10 @@ func TestFusedPowerSGDMatchesWorkerByWorker(t *testing.T) {
 			}
 			fused.engine.SyncReplicas()
 		}
+		// The sampled step 25 timed the compressor for the time model.
+		if c := fused.exchanges[0].CodecSeconds(); !(c > 0) {
+			t.Errorf("%s: worker 0's compressor time per step %v after a sampled step", name, c)
+		}
 		fused.close()
 		plain.close()
 	}
