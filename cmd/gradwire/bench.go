@@ -68,7 +68,7 @@ their steady state from the first step). The data fill is not timed: every
 step reuses one random batch. Each --scenario is WORKERS/REPLICAS/COMPRESSOR,
 or WORKERS/REPLICAS/COMPRESSOR/unfused to keep the workers' steps one by one
 where the trainer fuses a replica's workers into one batch (compress.name none
-without BatchNorm); the default is 1/1/none, 8/2/none, 8/2/dgc and
+or powersgd, without BatchNorm); the default is 1/1/none, 8/2/none, 8/2/dgc and
 8/2/powersgd. Each replica's
 fast ops split their work over GOMAXPROCS/replicas goroutines, as in training.
 The scenarios are built up front, warmed up in turn, then timed in --trials
