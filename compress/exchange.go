@@ -99,6 +99,7 @@ type Exchange struct {
 	// untimed: this step's compressor time is not one worker's (ExchangeMean
 	// split it over the cores), so CodecSeconds leaves it out.
 	untimed bool
+	before  Traffic // ExchangeMean's snapshot of traffic before the step
 }
 
 // Builder makes one worker's compressor for the tensors it compresses.

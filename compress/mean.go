@@ -16,9 +16,8 @@ import (
 // the summed Q is (sum M_i)^T P, and the mean residual is mean(M_i) minus the
 // shared approximation. Running it once on mean(g_i) with the residual
 // mean(e_i) gives the workers' mean update and mean residual, up to float32
-// rounding.
-// setSpread lets the compressor split its work over that many cores (the
-// solo run on the mean has the process to itself; 1 restores one core).
+// rounding. setSpread lets the compressor split its work over that many
+// cores (the run on the mean has the process to itself; 1 restores one core).
 type meanLinear interface{ setSpread(ways int) }
 
 func (c *powerSGD) setSpread(ways int) { c.spread = ways }
@@ -57,7 +56,7 @@ func (x *Exchange) ExchangeMean(grad []float32, step int, others []dist.MeanExch
 	if !x.MeanLinear() {
 		return fmt.Errorf("compress %s: ExchangeMean on an exchange whose mean is not a function of the mean gradient", x.send.name)
 	}
-	before := x.traffic.clone()
+	x.traffic.copyInto(&x.before)
 	ml := x.comp.(meanLinear)
 	if !timed {
 		ml.setSpread(par.Default().Workers())
@@ -69,13 +68,12 @@ func (x *Exchange) ExchangeMean(grad []float32, step int, others []dist.MeanExch
 	if err != nil {
 		return err
 	}
-	delta := x.traffic.minus(before)
 	for _, o := range others {
 		ox, ok := o.(*Exchange)
 		if !ok {
 			return fmt.Errorf("compress: ExchangeMean: worker exchange %T is not a compress.Exchange", o)
 		}
-		ox.traffic.Add(delta)
+		ox.traffic.addSince(&x.traffic, &x.before)
 	}
 	return nil
 }
@@ -126,37 +124,52 @@ func (x *Exchange) SetMeanState(of []dist.MeanExchanger) error {
 	return x.SetState(st)
 }
 
-// clone is a deep copy of the accounting.
-func (t Traffic) clone() Traffic {
-	c := t
-	c.WireByKind, c.DenseByKind = maps.Clone(t.WireByKind), maps.Clone(t.DenseByKind)
-	c.SteadyRoundWire = append([]int64(nil), t.SteadyRoundWire...)
-	return c
+// copyInto makes dst a deep copy of the accounting, reusing dst's maps and
+// slice (ExchangeMean takes one every step).
+func (t *Traffic) copyInto(dst *Traffic) {
+	wire, dense, rounds := dst.WireByKind, dst.DenseByKind, dst.SteadyRoundWire
+	*dst = *t
+	if wire == nil {
+		wire, dense = map[string]int64{}, map[string]int64{}
+	}
+	clear(wire)
+	clear(dense)
+	maps.Copy(wire, t.WireByKind)
+	maps.Copy(dense, t.DenseByKind)
+	dst.WireByKind, dst.DenseByKind = wire, dense
+	dst.SteadyRoundWire = append(rounds[:0], t.SteadyRoundWire...)
 }
 
-// minus is what t counted since before (DenseStep is t's own).
-func (t Traffic) minus(before Traffic) Traffic {
-	d := Traffic{Steps: t.Steps - before.Steps, SteadySteps: t.SteadySteps - before.SteadySteps, DenseStep: t.DenseStep,
-		Wire: t.Wire - before.Wire, Dense: t.Dense - before.Dense, SteadyWire: t.SteadyWire - before.SteadyWire,
-		SteadyDense: t.SteadyDense - before.SteadyDense, WireByKind: map[string]int64{}, DenseByKind: map[string]int64{}}
-	for k, v := range t.WireByKind {
-		d.WireByKind[k] = v - before.WireByKind[k]
+// addSince adds what now counted since before (now's DenseStep, as Add
+// does). SteadyRoundWire stays as it is where nothing was added, as an
+// exchange leaves it nil before its first steady step.
+func (t *Traffic) addSince(now, before *Traffic) {
+	t.Steps += now.Steps - before.Steps
+	t.SteadySteps += now.SteadySteps - before.SteadySteps
+	t.DenseStep = now.DenseStep
+	t.Wire += now.Wire - before.Wire
+	t.Dense += now.Dense - before.Dense
+	t.SteadyWire += now.SteadyWire - before.SteadyWire
+	t.SteadyDense += now.SteadyDense - before.SteadyDense
+	if t.WireByKind == nil {
+		t.WireByKind, t.DenseByKind = map[string]int64{}, map[string]int64{}
 	}
-	for k, v := range t.DenseByKind {
-		d.DenseByKind[k] = v - before.DenseByKind[k]
+	for k, v := range now.WireByKind {
+		t.WireByKind[k] += v - before.WireByKind[k]
 	}
-	// Left nil when nothing was added, as an exchange leaves it before its
-	// first steady step.
-	for r, v := range t.SteadyRoundWire {
+	for k, v := range now.DenseByKind {
+		t.DenseByKind[k] += v - before.DenseByKind[k]
+	}
+	for r, v := range now.SteadyRoundWire {
 		if r < len(before.SteadyRoundWire) {
 			v -= before.SteadyRoundWire[r]
 		}
-		if v != 0 && d.SteadyRoundWire == nil {
-			d.SteadyRoundWire = make([]int64, len(t.SteadyRoundWire))
+		if v == 0 {
+			continue
 		}
-		if d.SteadyRoundWire != nil {
-			d.SteadyRoundWire[r] = v
+		if len(t.SteadyRoundWire) < len(now.SteadyRoundWire) {
+			t.SteadyRoundWire = append(t.SteadyRoundWire, make([]int64, len(now.SteadyRoundWire)-len(t.SteadyRoundWire))...)
 		}
+		t.SteadyRoundWire[r] += v
 	}
-	return d
 }

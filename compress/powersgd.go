@@ -317,12 +317,6 @@ func (c *powerSGD) decodeFlat(last Combined, grad []float32, info StepInfo) (boo
 // decode is DecodeMean, writing each tensor at its packed offset in dst or
 // with flat at its FlatOffset.
 func (c *powerSGD) decode(last Combined, dst []float32, info StepInfo, flat bool) error {
-	at := func(t psgdMatrix) int {
-		if flat {
-			return t.flat
-		}
-		return t.off
-	}
 	inv := 1 / float32(last.Workers)
 	if !c.Steady(info) {
 		if len(c.r0) != c.size || len(last.Floats) != 0 {
@@ -351,7 +345,10 @@ func (c *powerSGD) decode(last Combined, dst []float32, info StepInfo, flat bool
 	}
 	for _, t := range c.mats {
 		size := t.n * t.m
-		base := at(t)
+		base := t.off
+		if flat {
+			base = t.flat
+		}
 		if t.r == 0 {
 			for i, v := range c.r0[t.pay0 : t.pay0+size] {
 				dst[base+i] = v * inv

@@ -122,7 +122,6 @@ func (e *Engine) Fuse() error {
 		return errors.New("dist: fused steps: the workers' exchanges differ in kind")
 	}
 	if f.mean != nil {
-		f.linear = nil
 		n := len(e.replicas[0].Grad())
 		for range nr {
 			f.acc = append(f.acc, make([]float32, n))

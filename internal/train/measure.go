@@ -230,13 +230,9 @@ func Measure(runDir string, o MeasureOptions) (*Measures, error) {
 			copy(b.Value, saved[i])
 		}
 	}
+	// init.ckpt holds every model buffer (its decoder checks the count), so
+	// the initial network folds with its own statistics.
 	m.measureInit(runDir, net, wm, o.Seed, func(w0 []float32, b0 [][]float32) []float32 {
-		if len(folds) == 0 {
-			return w0
-		}
-		if len(b0) != len(bufs) {
-			return nil // no statistics to fold the initial network with
-		}
 		w0f, _ := foldBatchNorms(net.Params(), folds, w0, b0, eps)
 		return w0f
 	})
@@ -322,12 +318,7 @@ func (m *Measures) measureInit(runDir string, net *models.Net, w []float32, seed
 	case w0 == nil:
 		m.Notes = append(m.Notes, fmt.Sprintf("dist_fro and dist_spec_init left out: no %s (the run's initial parameters; runs of gradwire versions before it, or with train.checkpoint off, have none)", InitFile))
 	default:
-		w0f := fold(w0.Params, w0.Buffers)
-		if w0f == nil {
-			m.Notes = append(m.Notes, fmt.Sprintf("dist_fro and dist_spec_init left out: %s holds no BatchNorm statistics to fold the initial network with", InitFile))
-			return
-		}
-		fro, spec := distToInit(net.Params(), w, w0f, seed)
+		fro, spec := distToInit(net.Params(), w, fold(w0.Params, w0.Buffers), seed)
 		m.InitParams, m.DistFro, m.DistSpec = InitFile, &fro, &spec
 	}
 }
