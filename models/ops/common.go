@@ -232,8 +232,12 @@ func pass64(d, y float64) float64 {
 // affine writes y = x*a + b, with a ReLU if relu.
 func affine[T elem](y, x []T, a, b T, relu bool) {
 	y = y[:len(x)]
-	if x32, ok := any(x).([]float32); ok && loopsAVX512 && len(x) > 0 {
-		bnAffineAVX512(&any(y).([]float32)[0], &x32[0], len(x32), float32(a), float32(b), relu)
+	if x32, ok := any(x).([]float32); ok && (loopsAVX512 || loopsAVX2) && len(x) > 0 {
+		aff := bnAffineAVX512
+		if !loopsAVX512 {
+			aff = bnAffineAVX2
+		}
+		aff(&any(y).([]float32)[0], &x32[0], len(x32), float32(a), float32(b), relu)
 		return
 	}
 	if !relu {
@@ -258,9 +262,13 @@ func affine[T elem](y, x []T, a, b T, relu bool) {
 
 // addRelu writes y = max(a + b, 0).
 func addRelu[T elem](y, a, b []T) {
-	if a32, ok := any(a).([]float32); ok && loopsAVX512 && len(a) > 0 {
+	if a32, ok := any(a).([]float32); ok && (loopsAVX512 || loopsAVX2) && len(a) > 0 {
 		y32, b32 := any(y).([]float32)[:len(a)], any(b).([]float32)[:len(a)]
-		reluAddAVX512(&y32[0], &a32[0], &b32[0], len(a32))
+		add := reluAddAVX512
+		if !loopsAVX512 {
+			add = reluAddAVX2
+		}
+		add(&y32[0], &a32[0], &b32[0], len(a32))
 		return
 	}
 	switch yy := any(y).(type) {
@@ -281,9 +289,13 @@ func addRelu[T elem](y, a, b []T) {
 
 // reluGrad writes d = dy where the ReLU output y is positive, else 0.
 func reluGrad[T elem](d, dy, y []T) {
-	if y32, ok := any(y).([]float32); ok && loopsAVX512 && len(y) > 0 {
+	if y32, ok := any(y).([]float32); ok && (loopsAVX512 || loopsAVX2) && len(y) > 0 {
 		d32, dy32 := any(d).([]float32)[:len(y)], any(dy).([]float32)[:len(y)]
-		reluGradAVX512(&d32[0], &dy32[0], &y32[0], len(y32))
+		grad := reluGradAVX512
+		if !loopsAVX512 {
+			grad = reluGradAVX2
+		}
+		grad(&d32[0], &dy32[0], &y32[0], len(y32))
 		return
 	}
 	switch dd := any(d).(type) {

@@ -8,6 +8,14 @@ import "github.com/gradwire/gradwire/models/ops/internal/kernels"
 // quarter of a ResNet-20 step.
 var loopsAVX512 = kernels.HasAVX512
 
+// loopsAVX2 is whether the AVX2 versions of some of those loops run instead,
+// on CPUs without AVX-512: the BatchNorm, ReLU and stride-2 gather loops.
+var loopsAVX2 = kernels.HasAVX2 && !kernels.HasAVX512
+
+// cpuAVX512 and cpuAVX2 are what this CPU can run, for tests that try each
+// set of loops.
+var cpuAVX512, cpuAVX2 = kernels.HasAVX512, kernels.HasAVX2
+
 // bnShiftedSumsAVX512 is kernels.BnShiftedSumsAVX512.
 func bnShiftedSumsAVX512(p *float32, n int, k float32) (s1, s2 float32) {
 	return kernels.BnShiftedSumsAVX512(p, n, k)
@@ -66,4 +74,28 @@ func sumAVX512(p *float32, n int) float32 { return kernels.SumAVX512(p, n) }
 // unpool2RowAVX512 is kernels.Unpool2RowAVX512.
 func unpool2RowAVX512(d0, d1, dy *float32, arg *int32, n int, base, w int32) {
 	kernels.Unpool2RowAVX512(d0, d1, dy, arg, n, base, w)
+}
+
+func bnShiftedSumsAVX2(p *float32, n int, k float32) (s1, s2 float32) {
+	return kernels.BnShiftedSumsAVX2(p, n, k)
+}
+
+func bnGradDotsAVX2(x, y, dy *float32, n int, mean float32, relu bool) (a, b float32) {
+	return kernels.BnGradDotsAVX2(x, y, dy, n, mean, relu)
+}
+
+func bnGradPlaneAVX2(dx, x, y, dy *float32, n int, mean, scale, m1, m2 float32, relu bool) {
+	kernels.BnGradPlaneAVX2(dx, x, y, dy, n, mean, scale, m1, m2, relu)
+}
+
+func bnAffineAVX2(y, x *float32, n int, a, b float32, relu bool) {
+	kernels.BnAffineAVX2(y, x, n, a, b, relu)
+}
+
+func reluAddAVX2(y, a, b *float32, n int) { kernels.ReluAddAVX2(y, a, b, n) }
+
+func reluGradAVX2(d, dy, y *float32, n int) { kernels.ReluGradAVX2(d, dy, y, n) }
+
+func gatherStride2AVX2(dst *float32, ldd int, src *float32, lds int, rows, cols int) {
+	kernels.GatherStride2AVX2(dst, ldd, src, lds, rows, cols)
 }

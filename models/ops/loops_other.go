@@ -3,7 +3,9 @@
 package ops
 
 // There are no assembly element-wise loops outside amd64: the Go loops run.
-const loopsAVX512 = false
+var loopsAVX512, loopsAVX2 = false, false
+
+var cpuAVX512, cpuAVX2 = false, false
 
 func bnShiftedSumsAVX512(*float32, int, float32) (float32, float32) { panic("no AVX-512 loops") }
 
@@ -38,3 +40,19 @@ func maxPool2RowAVX512(_, _, _ *float32, _ *int32, _ int, _, _ int32) { panic("n
 func sumAVX512(_ *float32, _ int) float32 { panic("no AVX-512 loops") }
 
 func unpool2RowAVX512(_, _, _ *float32, _ *int32, _ int, _, _ int32) { panic("no AVX-512 loops") }
+
+func bnShiftedSumsAVX2(*float32, int, float32) (float32, float32) { panic("no AVX2 loops") }
+
+func bnGradDotsAVX2(_, _, _ *float32, _ int, _ float32, _ bool) (float32, float32) {
+	panic("no AVX2 loops")
+}
+
+func bnGradPlaneAVX2(_, _, _, _ *float32, _ int, _, _, _, _ float32, _ bool) { panic("no AVX2 loops") }
+
+func bnAffineAVX2(_, _ *float32, _ int, _, _ float32, _ bool) { panic("no AVX2 loops") }
+
+func reluAddAVX2(_, _, _ *float32, _ int) { panic("no AVX2 loops") }
+
+func reluGradAVX2(_, _, _ *float32, _ int) { panic("no AVX2 loops") }
+
+func gatherStride2AVX2(_ *float32, _ int, _ *float32, _ int, _, _ int) { panic("no AVX2 loops") }

@@ -7,17 +7,37 @@ import (
 	"testing"
 )
 
-// TestLoopsFloat32 checks the float32 BatchNorm and ReLU loops (AVX-512
-// where the CPU has it, loops_amd64.s) against the same loops in float64 (plain Go) on
-// the same float32 inputs, for lengths around the 16-value steps (the masked
+// loopVariants runs f once for each set of float32 loops this CPU can run:
+// the AVX-512 ones, the AVX2 ones and the Go loops.
+func loopVariants(t *testing.T, f func(t *testing.T)) {
+	saved512, saved2 := loopsAVX512, loopsAVX2
+	defer func() { loopsAVX512, loopsAVX2 = saved512, saved2 }()
+	for _, v := range []struct {
+		name         string
+		avx512, avx2 bool
+		ok           bool
+	}{{"avx512", true, false, cpuAVX512}, {"avx2", false, true, cpuAVX2}, {"go", false, false, true}} {
+		if !v.ok {
+			continue
+		}
+		loopsAVX512, loopsAVX2 = v.avx512, v.avx2
+		t.Run(v.name, f)
+	}
+}
+
+// TestLoopsFloat32 checks the float32 BatchNorm and ReLU loops (AVX-512 or
+// AVX2 where the CPU has them, loops_amd64.s, loops_avx2_amd64.s) against the same loops in float64 (plain Go) on
+// the same float32 inputs, for lengths around the 8- and 16-value steps (the masked
 // tail) and with ReLU outputs y that are +0 (the mask drops them) or
 // positive, and negative ones too (also dropped; a ReLU never gives them, nor
 // -0, where the Go and assembly masks differ). Sums may differ by float32 rounding of their terms
 // (1e-6 of Σ|term| per term is far above it for these lengths, far below a
 // wrong lane or mask); element-wise results by a few ulps.
-func TestLoopsFloat32(t *testing.T) {
+func TestLoopsFloat32(t *testing.T) { loopVariants(t, testLoopsFloat32) }
+
+func testLoopsFloat32(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 9))
-	for _, n := range []int{1, 5, 15, 16, 17, 31, 32, 33, 64, 100, 1000} {
+	for _, n := range []int{1, 5, 7, 8, 9, 15, 16, 17, 23, 24, 25, 31, 32, 33, 64, 100, 1000} {
 		x, y, dy := make([]float32, n), make([]float32, n), make([]float32, n)
 		for i := range x {
 			x[i] = float32(rng.NormFloat64()*2 + 0.5)
@@ -59,8 +79,9 @@ func TestLoopsFloat32(t *testing.T) {
 				checkSum("Σ(x-k)", s1, w1, absSum(func(i int) float64 { return x64[i] - x64[0] }))
 				checkSum("Σ(x-k)²", s2, w2, absSum(func(i int) float64 { return (x64[i] - x64[0]) * (x64[i] - x64[0]) }))
 			}
-			dx, dx64 := make([]float32, n), make([]float64, n)
-			bnGradPlane(dx, x, y, dy, float32(mean), float32(scale), float32(m1), float32(m2), relu)
+			dx, dx64 := make([]float32, n+1), make([]float64, n)
+			dx[n] = 42 // past the end: must stay
+			bnGradPlane(dx[:n], x, y, dy, float32(mean), float32(scale), float32(m1), float32(m2), relu)
 			bnGradPlane(dx64, x64, y64, dy64, mean, scale, m1, m2, relu)
 			out, out64 := make([]float32, n+1), make([]float64, n)
 			out[n] = 42 // past the end: must stay
@@ -78,8 +99,8 @@ func TestLoopsFloat32(t *testing.T) {
 					t.Errorf("%s: affine[%d] = %v after ReLU", name, i, out[i])
 				}
 			}
-			if out[n] != 42 {
-				t.Errorf("%s: affine wrote past its %d values", name, n)
+			if out[n] != 42 || dx[n] != 42 {
+				t.Errorf("%s: affine or bnGradPlane wrote past its %d values", name, n)
 			}
 			if !relu {
 				continue
@@ -154,12 +175,14 @@ func TestCopyRows(t *testing.T) {
 }
 
 // TestStride2Rows checks gatherStride2 and scatterAddStride2 (assembly on
-// float32 where the CPU has AVX-512) against their definitions, for row
-// lengths around the 16-value steps: every value lands, nothing else is
+// float32 where the CPU has AVX-512 or, the gather, AVX2) against their definitions, for row
+// lengths around the 8- and 16-value steps: every value lands, nothing else is
 // written, and the source's last read value is its 2·(cols-1)th (the slices
 // end there).
-func TestStride2Rows(t *testing.T) {
-	for _, cols := range []int{1, 2, 7, 8, 15, 16, 17, 31, 32, 33} {
+func TestStride2Rows(t *testing.T) { loopVariants(t, testStride2Rows) }
+
+func testStride2Rows(t *testing.T) {
+	for _, cols := range []int{1, 2, 3, 4, 5, 7, 8, 9, 14, 15, 16, 17, 31, 32, 33} {
 		for _, rows := range []int{1, 3} {
 			lds, ldd := 2*cols+3, cols+2
 			src := make([]float32, (rows-1)*lds+2*(cols-1)+1)

@@ -76,3 +76,41 @@ func SumAVX512(p *float32, n int) float32
 //
 //go:noescape
 func Unpool2RowAVX512(d0, d1, dy *float32, arg *int32, n int, base, w int32)
+
+// The AVX2 versions of the loops above (loops_avx2_amd64.s), for CPUs
+// without AVX-512: 8 values a step, the callers check HasAVX2.
+
+// BnShiftedSumsAVX2 is BnShiftedSumsAVX512 in AVX2.
+//
+//go:noescape
+func BnShiftedSumsAVX2(p *float32, n int, k float32) (s1, s2 float32)
+
+// BnGradDotsAVX2 is BnGradDotsAVX512 in AVX2.
+//
+//go:noescape
+func BnGradDotsAVX2(x, y, dy *float32, n int, mean float32, relu bool) (a, b float32)
+
+// BnGradPlaneAVX2 is BnGradPlaneAVX512 in AVX2.
+//
+//go:noescape
+func BnGradPlaneAVX2(dx, x, y, dy *float32, n int, mean, scale, m1, m2 float32, relu bool)
+
+// BnAffineAVX2 is BnAffineAVX512 in AVX2.
+//
+//go:noescape
+func BnAffineAVX2(y, x *float32, n int, a, b float32, relu bool)
+
+// ReluAddAVX2 is ReluAddAVX512 in AVX2.
+//
+//go:noescape
+func ReluAddAVX2(y, a, b *float32, n int)
+
+// ReluGradAVX2 is ReluGradAVX512 in AVX2.
+//
+//go:noescape
+func ReluGradAVX2(d, dy, y *float32, n int)
+
+// GatherStride2AVX2 is GatherStride2AVX512 in AVX2.
+//
+//go:noescape
+func GatherStride2AVX2(dst *float32, ldd int, src *float32, lds int, rows, cols int)
