@@ -93,3 +93,46 @@ func BenchmarkConvShapes(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkShiftedTaps times ResNet-20's stride-1 forward convolutions on
+// Fashion-MNIST (28, 14 and 7 wide; 32 samples, one worker) through each
+// way shiftGEMM can sum the taps on this CPU's assembly kernel: one GEMM a
+// tap ("pertap"), the taps kernel by image-row segments ("segs") and by
+// 16-column strips of the padded rows' layout ("flat"), in GFLOP/s of
+// wall-clock time and CPU milliseconds per op.
+func BenchmarkShiftedTaps(b *testing.B) {
+	kern := sgemmAsm
+	if kern == nil || kern.taps == nil {
+		b.Skip("no assembly taps kernel on this CPU")
+	}
+	taps, flat := kern.taps, kern.tapsFlat
+	defer func() { kern.taps, kern.tapsFlat = taps, flat }()
+	for _, g0 := range []convGeom{
+		{c: 16, h: 28, w: 28, k: 3, stride: 1, pad: 1, oc: 16},
+		{c: 32, h: 14, w: 14, k: 3, stride: 1, pad: 1, oc: 32},
+		{c: 64, h: 7, w: 7, k: 3, stride: 1, pad: 1, oc: 64},
+	} {
+		g := g0
+		g.n, g.oh, g.ow = 32, g.h, g.w
+		rng := rand.New(rand.NewPCG(1, 2))
+		x, w := f32s(randSlice(rng, g.n*g.c*g.h*g.w)), f32s(randSlice(rng, g.oc*g.c*g.k*g.k))
+		y := make([]float32, g.n*g.oc*g.oh*g.ow)
+		ws := NewWorkspace(1)
+		flops := 2 * float64(g.n*g.oc*g.oh*g.ow*g.c*g.k*g.k)
+		for _, mode := range []string{"pertap", "segs", "flat"} {
+			kern.taps, kern.tapsFlat = taps, mode == "flat"
+			if mode == "pertap" {
+				kern.taps = nil
+			}
+			p := newShiftPlan[float32](&g, shiftForward)
+			b.Run(fmt.Sprintf("c%d_w%d_%s", g.c, g.w, mode), func(b *testing.B) {
+				done := cpuMetric(b)
+				for range b.N {
+					shiftedConv(&p, ws, x, w, false, y)
+				}
+				done()
+				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}

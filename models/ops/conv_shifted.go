@@ -12,9 +12,10 @@ import "slices"
 // W_tap (K×C) times the padded planes read from that shift (C rows of oh·wp
 // values, row stride the plane size): a plain GEMM whose B is read in place.
 // The last k-1 columns of every output row read across the row's end and are
-// not kept: on AVX-512 one kernel (sgemmTapsAVX512) sums all taps of a tile
-// in registers and stores only the image's columns, in place; elsewhere the
-// taps' GEMMs add into an (K, oh·wp) buffer copied out after.
+// not kept: on AVX-512 and AVX2 one kernel (SgemmTapsAVX512, SgemmTapsAVX2)
+// sums all taps of a tile in registers and stores only the image's columns,
+// in place; elsewhere the taps' GEMMs add into an (K, oh·wp) buffer copied
+// out after.
 //
 // Few input channels make thin GEMMs (depth C) that reload C once per tap, so
 // part of im2col comes back where C is small (shiftPlan.ni, nj): with nj = k
@@ -71,7 +72,8 @@ const (
 // for the products of kind (shiftForward or shiftFilterGrad) on elements of
 // type T. Measured per layer of ResNet-20 and LeNet-5 (AVX-512, one worker,
 // CPU time), with these choices against the others:
-//   - Products summed by the taps kernel (float32 on AVX-512) pay nothing per
+//   - Products summed by the taps kernel (float32 on AVX-512; AVX2 since,
+//     not measured per layer) pay nothing per
 //     tap beyond its B pointer, so no unrolling, whose copies cost more than
 //     they save: 1, 3, 6, 16 and 32 channels, 5-40% faster than full.
 //   - One GEMM per tap otherwise: depth C per tap from 16 channels, rows
@@ -275,7 +277,7 @@ func shiftedConv[T elem](p *shiftPlan, ws *Workspace, x, w []T, flip bool, y []T
 
 // shiftGEMM computes y (K, oh, ow) = Σ_t wre_t · b[shift_t:] (rows×n, row
 // stride ld) without the wp layout's last k-1 columns of each row. On
-// AVX-512 one kernel call sums every tap of a tile in registers and stores
+// AVX-512 and AVX2 one kernel call sums every tap of a tile in registers and stores
 // the tile's image rows in place (tileSegs). Elsewhere one GEMM per tap adds
 // into yw (K, n) in the wp layout, copied out after: a tap's GEMM is as deep
 // as the input has channels (16 in ResNet's first stage), and per call C's
@@ -287,6 +289,11 @@ func shiftGEMM[T elem](p *shiftPlan, wre, b, yw, y []T) {
 		w32, b32, y32 := any(wre).([]float32), any(b).([]float32), any(y).([]float32)
 		// Bounds the kernel does not check: the last tap's rows under the
 		// last image row, and y.
+		if kern.tapsFlat {
+			shiftGEMMFlat(p, kern, w32, b32, any(yw).([]float32))
+			copyRows(y, g.ow, yw, p.wp, g.oc*g.oh, g.ow)
+			return
+		}
 		_ = b32[slices.Max(p.offs)+(p.rows-1)*p.ld+(g.oh-1)*p.wp+g.ow-1]
 		_ = w32[m*ldw-1]
 		_ = y32[m*ohw-1]
@@ -311,6 +318,27 @@ func shiftGEMM[T elem](p *shiftPlan, wre, b, yw, y []T) {
 		gemm(false, false, m, p.n, p.rows, wre[t*p.rows:], ldw, b[p.offs[t]:], p.ld, beta, yw, p.n)
 	}
 	copyRows(y, g.ow, yw, p.wp, g.oc*g.oh, g.ow)
+}
+
+// shiftGEMMFlat is shiftGEMM's taps-kernel product for a kernel with
+// tapsFlat: yw (K, n) in the wp layout, 16 columns a call, every tap summed
+// in registers. For each strip of columns the row tiles run in turn, so the
+// strip's B rows stay in cache.
+func shiftGEMMFlat(p *shiftPlan, kern *sgemmKernel, w, b, yw []float32) {
+	m, ldw := p.g.oc, p.taps*p.rows
+	lastStrip := (p.n - 1) / 16 * 16
+	// Bounds the kernel does not check: the last tap's rows, read 16 values
+	// from the last strip's start, past b into the rest of its worker's
+	// scratch (shiftScratch: xp, z, then yw); w and yw.
+	_ = b[:cap(b)][slices.Max(p.offs)+(p.rows-1)*p.ld+lastStrip+15]
+	_ = w[m*ldw-1]
+	_ = yw[m*p.n-1]
+	for j := 0; j < p.n; j += 16 {
+		n := min(16, p.n-j)
+		for i0 := 0; i0 < m; i0 += kern.mr {
+			kern.taps(p.rows, p.taps, &w[i0*ldw], ldw, &b[j], &p.offs[0], p.ld, 0, &yw[i0*p.n+j], p.n, 0, min(kern.mr, m-i0), n, 0)
+		}
+	}
 }
 
 // tileSeg is up to 16 output columns of one image row: n values from

@@ -50,3 +50,11 @@ func SgemmDotAVX512(k int, a *float32, lda int, b *float32, ldb int, c *float32,
 //
 //go:noescape
 func SgemmTapsAVX512(k, taps int, a *float32, ars int, b *float32, offs *int, bks, b2 int, c *float32, ldc, c2, mr, n1, n2 int)
+
+// SgemmTapsAVX2 computes mr (at most 6) rows of C by one segment of n (at
+// most 16) columns at c (row stride ldc) of the sum over taps t of A_t·B_t,
+// laid out as for SgemmTapsAVX512. It reads 16 columns of each B row
+// whatever n is: the 16-n values past the segment must be readable.
+//
+//go:noescape
+func SgemmTapsAVX2(k, taps int, a *float32, ars int, b *float32, offs *int, bks int, c *float32, ldc, mr, n int)

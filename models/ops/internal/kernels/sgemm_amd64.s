@@ -74,6 +74,50 @@ tail:              \
 	step;          \
 	JMP  store
 
+// TAPB points DI at the current tap's B: b + offs[tap] (tap-8(SP)).
+#define TAPB \
+	MOVQ offs+40(FP), DI;   \
+	MOVQ tap-8(SP), CX;     \
+	MOVQ (DI)(CX*8), DI;    \
+	SHLQ $2, DI;            \
+	ADDQ b+32(FP), DI
+
+// ODDK6 moves the 6 row pointers on by k mod 2 values: KLOOP's odd last
+// step does not advance A.
+#define ODDK6 \
+	MOVQ k+0(FP), CX; \
+	ANDQ $1, CX;      \
+	SHLQ $2, CX;      \
+	ADDQ CX, SI;      \
+	ADDQ CX, AX;      \
+	ADDQ CX, BX;      \
+	ADDQ CX, DX;      \
+	ADDQ CX, R8;      \
+	ADDQ CX, R9
+
+// NEXTTAP counts the tap done and loops to loop while taps remain.
+#define NEXTTAP(loop) \
+	MOVQ tap-8(SP), CX;    \
+	INCQ CX;               \
+	MOVQ CX, tap-8(SP);    \
+	CMPQ CX, taps+8(FP);   \
+	JLT  loop
+
+// ZERO12 clears the 6×16 kernels' accumulators Y0..Y11.
+#define ZERO12 \
+	VXORPS Y0, Y0, Y0;    \
+	VXORPS Y1, Y1, Y1;    \
+	VXORPS Y2, Y2, Y2;    \
+	VXORPS Y3, Y3, Y3;    \
+	VXORPS Y4, Y4, Y4;    \
+	VXORPS Y5, Y5, Y5;    \
+	VXORPS Y6, Y6, Y6;    \
+	VXORPS Y7, Y7, Y7;    \
+	VXORPS Y8, Y8, Y8;    \
+	VXORPS Y9, Y9, Y9;    \
+	VXORPS Y10, Y10, Y10; \
+	VXORPS Y11, Y11, Y11
+
 // LOWMASK sets reg to the CX lowest bits: (1 << CX) - 1.
 #define LOWMASK(reg) \
 	MOVL $1, reg;  \
@@ -511,18 +555,7 @@ dotdone:
 TEXT ·SgemmAVX2(SB), NOSPLIT, $0-88
 	OUTERARGS(ROWPTRS6)
 
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	VXORPS Y8, Y8, Y8
-	VXORPS Y9, Y9, Y9
-	VXORPS Y10, Y10, Y10
-	VXORPS Y11, Y11, Y11
+	ZERO12
 
 	KLOOP(STEP6x16, STEP6x16X, ADVANCE6x16, avx2loop, avx2tail, avx2store)
 
@@ -759,11 +792,7 @@ TEXT ·SgemmTapsAVX512(SB), NOSPLIT, $8-112
 	MOVQ $0, tap-8(SP)
 
 tapsloop:
-	MOVQ offs+40(FP), DI
-	MOVQ tap-8(SP), CX
-	MOVQ (DI)(CX*8), DI
-	SHLQ $2, DI
-	ADDQ b+32(FP), DI
+	TAPB
 	MOVQ k+0(FP), CX
 	// Two whole segments load unmasked.
 	KANDW    K1, K2, K3
@@ -775,23 +804,10 @@ tapsmasked:
 	KLOOP(STEP8x32(TLOADBM), TSTEPX(TLOADBM), TADVANCE, tapsloopm, tapstailm, tapsnext)
 
 tapsnext:
-	// KLOOP's odd last step does not advance A: move its rows on by k mod 2.
-	MOVQ k+0(FP), CX
-	ANDQ $1, CX
-	SHLQ $2, CX
-	ADDQ CX, SI
-	ADDQ CX, AX
-	ADDQ CX, BX
-	ADDQ CX, DX
-	ADDQ CX, R8
-	ADDQ CX, R9
+	ODDK6
 	ADDQ CX, R12
 	ADDQ CX, R13
-	MOVQ tap-8(SP), CX
-	INCQ CX
-	MOVQ CX, tap-8(SP)
-	CMPQ CX, taps+8(FP)
-	JLT  tapsloop
+	NEXTTAP(tapsloop)
 
 	MOVQ c+64(FP), DX
 	MOVQ ldc+72(FP), R12
@@ -816,5 +832,68 @@ tapsnext:
 	TROW(Z14, Z15)
 
 tapsdone:
+	VZEROUPPER
+	RET
+
+// ---------------------------------------------------------------------------
+// AVX2 tile of the same sum of products over shifted B: 6 rows of C by one
+// segment of up to 16 columns,
+//
+//	c[i, j] = Σ_t Σ_l A(i, t·k + l)·B_t(l, j),  j < n,
+//
+// in the 6×16 kernel's registers and steps (A's row pointers run on through
+// the taps, B's pointer restarts at each tap's offset). B's rows load 16
+// columns whatever n is: the caller makes sure the 16-n values past a
+// partial segment are readable (models/ops.shiftGEMM); they only reach
+// lanes that are not stored. The stores are masked to n columns.
+
+// func SgemmTapsAVX2(k, taps int, a *float32, ars int, b *float32, offs *int, bks int, c *float32, ldc, mr, n int)
+TEXT ·SgemmTapsAVX2(SB), NOSPLIT, $8-88
+	MOVQ a+16(FP), SI
+	MOVQ ars+24(FP), CX
+	SHLQ $2, CX
+	MOVQ mr+72(FP), DI
+	ROWPTRS6
+	MOVQ $4, R10
+	MOVQ bks+48(FP), R11
+	SHLQ $2, R11
+
+	ZERO12
+	MOVQ   $0, tap-8(SP)
+
+t6tap:
+	TAPB
+	MOVQ k+0(FP), CX
+	KLOOP(STEP6x16, STEP6x16X, ADVANCE6x16, t6loop, t6tail, t6next)
+
+t6next:
+	ODDK6
+	NEXTTAP(t6tap)
+
+	// Masks of the n lowest columns: sgemmMask holds 16 all-ones words,
+	// then 16 zeros.
+	MOVQ    n+80(FP), CX
+	LEAQ    sgemmMask<>(SB), R8
+	NEGQ    CX
+	LEAQ    64(R8)(CX*4), R8
+	VMOVUPS (R8), Y12
+	VMOVUPS 32(R8), Y13
+	MOVQ    c+56(FP), DX
+	MOVQ    ldc+64(FP), R12
+	SHLQ    $2, R12
+	MOVQ    mr+72(FP), BX
+	ROW0M_6x16(Y0, Y1)
+	NEXTROW(1, t6done)
+	ROW0M_6x16(Y2, Y3)
+	NEXTROW(2, t6done)
+	ROW0M_6x16(Y4, Y5)
+	NEXTROW(3, t6done)
+	ROW0M_6x16(Y6, Y7)
+	NEXTROW(4, t6done)
+	ROW0M_6x16(Y8, Y9)
+	NEXTROW(5, t6done)
+	ROW0M_6x16(Y10, Y11)
+
+t6done:
 	VZEROUPPER
 	RET
