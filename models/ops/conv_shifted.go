@@ -72,10 +72,10 @@ const (
 // for the products of kind (shiftForward or shiftFilterGrad) on elements of
 // type T. Measured per layer of ResNet-20 and LeNet-5 (AVX-512, one worker,
 // CPU time), with these choices against the others:
-//   - Products summed by the taps kernel (float32 on AVX-512; AVX2 since,
-//     not measured per layer) pay nothing per
-//     tap beyond its B pointer, so no unrolling, whose copies cost more than
-//     they save: 1, 3, 6, 16 and 32 channels, 5-40% faster than full.
+//   - Products summed by the taps kernel (float32 on AVX-512, and on AVX2,
+//     where no other unrolling was measured) pay nothing per tap beyond its
+//     B pointer, so no unrolling, whose copies cost more than they save: 1,
+//     3, 6, 16 and 32 channels, 5-40% faster than full.
 //   - One GEMM per tap otherwise: depth C per tap from 16 channels, rows
 //     (c, kj) while C·k stays under 64, full unrolling below.
 //   - The filter gradient is one product per tap, as wide as the rows:
@@ -277,8 +277,9 @@ func shiftedConv[T elem](p *shiftPlan, ws *Workspace, x, w []T, flip bool, y []T
 
 // shiftGEMM computes y (K, oh, ow) = Σ_t wre_t · b[shift_t:] (rows×n, row
 // stride ld) without the wp layout's last k-1 columns of each row. On
-// AVX-512 and AVX2 one kernel call sums every tap of a tile in registers and stores
-// the tile's image rows in place (tileSegs). Elsewhere one GEMM per tap adds
+// AVX-512 one kernel call sums every tap of a tile in registers and stores
+// the tile's image rows in place (tileSegs); on AVX2 one call sums every tap
+// of 16 columns of yw, copied out after (shiftGEMMFlat). Elsewhere one GEMM per tap adds
 // into yw (K, n) in the wp layout, copied out after: a tap's GEMM is as deep
 // as the input has channels (16 in ResNet's first stage), and per call C's
 // loads and stores would cost about a quarter of the multiply-adds.
@@ -287,13 +288,13 @@ func shiftGEMM[T elem](p *shiftPlan, wre, b, yw, y []T) {
 	m, ldw, ohw := g.oc, p.taps*p.rows, g.oh*g.ow
 	if kern := tapsKernel[T](); kern != nil {
 		w32, b32, y32 := any(wre).([]float32), any(b).([]float32), any(y).([]float32)
-		// Bounds the kernel does not check: the last tap's rows under the
-		// last image row, and y.
 		if kern.tapsFlat {
 			shiftGEMMFlat(p, kern, w32, b32, any(yw).([]float32))
 			copyRows(y, g.ow, yw, p.wp, g.oc*g.oh, g.ow)
 			return
 		}
+		// Bounds the kernel does not check: the last tap's rows under the
+		// last image row, and y.
 		_ = b32[slices.Max(p.offs)+(p.rows-1)*p.ld+(g.oh-1)*p.wp+g.ow-1]
 		_ = w32[m*ldw-1]
 		_ = y32[m*ohw-1]
