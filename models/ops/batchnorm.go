@@ -209,12 +209,8 @@ func bnForward[T elem](st *bnState, x, gamma, beta, y, runMean, runVar []T, s te
 
 // shiftedSums returns Σ(p-k) and Σ(p-k)².
 func shiftedSums[T elem](p []T, k T) (T, T) {
-	if p32, ok := any(p).([]float32); ok && (loopsAVX512 || loopsAVX2) && len(p) > 0 {
-		sums := bnShiftedSumsAVX512
-		if !loopsAVX512 {
-			sums = bnShiftedSumsAVX2
-		}
-		a, b := sums(&p32[0], len(p32), float32(k))
+	if p32, ok := any(p).([]float32); ok && loopsAsm() && len(p) > 0 {
+		a, b := asmLoop(bnShiftedSumsAVX512, bnShiftedSumsAVX2)(&p32[0], len(p32), float32(k))
 		return T(a), T(b)
 	}
 	var a0, a1, a2, a3, q0, q1, q2, q3 T
@@ -344,13 +340,9 @@ func bnSums[T elem](st *bnState, x, y, dy, gamma, out, dx []T, s tensor.Shape) {
 
 // gradDots returns Σ g and Σ g·(x - mean), g = dy (where y > 0 with relu).
 func gradDots[T elem](x, y, dy []T, mean T, relu bool) (T, T) {
-	if x32, ok := any(x).([]float32); ok && (loopsAVX512 || loopsAVX2) && len(x) > 0 {
+	if x32, ok := any(x).([]float32); ok && loopsAsm() && len(x) > 0 {
 		y32, dy32 := any(y).([]float32)[:len(x)], any(dy).([]float32)[:len(x)]
-		dots := bnGradDotsAVX512
-		if !loopsAVX512 {
-			dots = bnGradDotsAVX2
-		}
-		a, b := dots(&x32[0], &y32[0], &dy32[0], len(x32), float32(mean), relu)
+		a, b := asmLoop(bnGradDotsAVX512, bnGradDotsAVX2)(&x32[0], &y32[0], &dy32[0], len(x32), float32(mean), relu)
 		return T(a), T(b)
 	}
 	if !relu {
@@ -462,13 +454,9 @@ func (op *bnDataGradOp) Do(vals ...G.Value) (G.Value, error) {
 
 func bnGradPlane[T elem](dx, x, y, dy []T, mean, scale, m1, m2 T, relu bool) {
 	dx, dy = dx[:len(x)], dy[:len(x)]
-	if x32, ok := any(x).([]float32); ok && (loopsAVX512 || loopsAVX2) && len(x) > 0 {
+	if x32, ok := any(x).([]float32); ok && loopsAsm() && len(x) > 0 {
 		dx32, y32, dy32 := any(dx).([]float32), any(y).([]float32)[:len(x)], any(dy).([]float32)
-		plane := bnGradPlaneAVX512
-		if !loopsAVX512 {
-			plane = bnGradPlaneAVX2
-		}
-		plane(&dx32[0], &x32[0], &y32[0], &dy32[0], len(x32), float32(mean), float32(scale), float32(m1), float32(m2), relu)
+		asmLoop(bnGradPlaneAVX512, bnGradPlaneAVX2)(&dx32[0], &x32[0], &y32[0], &dy32[0], len(x32), float32(mean), float32(scale), float32(m1), float32(m2), relu)
 		return
 	}
 	if !relu {

@@ -229,15 +229,22 @@ func pass64(d, y float64) float64 {
 	return math.Float64frombits(math.Float64bits(d) & m)
 }
 
+// loopsAsm reports whether the float32 loops that have assembly versions
+// run them (AVX-512, or AVX2 without it); asmLoop picks the version.
+func loopsAsm() bool { return loopsAVX512 || loopsAVX2 }
+
+func asmLoop[F any](avx512, avx2 F) F {
+	if loopsAVX512 {
+		return avx512
+	}
+	return avx2
+}
+
 // affine writes y = x*a + b, with a ReLU if relu.
 func affine[T elem](y, x []T, a, b T, relu bool) {
 	y = y[:len(x)]
-	if x32, ok := any(x).([]float32); ok && (loopsAVX512 || loopsAVX2) && len(x) > 0 {
-		aff := bnAffineAVX512
-		if !loopsAVX512 {
-			aff = bnAffineAVX2
-		}
-		aff(&any(y).([]float32)[0], &x32[0], len(x32), float32(a), float32(b), relu)
+	if x32, ok := any(x).([]float32); ok && loopsAsm() && len(x) > 0 {
+		asmLoop(bnAffineAVX512, bnAffineAVX2)(&any(y).([]float32)[0], &x32[0], len(x32), float32(a), float32(b), relu)
 		return
 	}
 	if !relu {
@@ -262,13 +269,9 @@ func affine[T elem](y, x []T, a, b T, relu bool) {
 
 // addRelu writes y = max(a + b, 0).
 func addRelu[T elem](y, a, b []T) {
-	if a32, ok := any(a).([]float32); ok && (loopsAVX512 || loopsAVX2) && len(a) > 0 {
+	if a32, ok := any(a).([]float32); ok && loopsAsm() && len(a) > 0 {
 		y32, b32 := any(y).([]float32)[:len(a)], any(b).([]float32)[:len(a)]
-		add := reluAddAVX512
-		if !loopsAVX512 {
-			add = reluAddAVX2
-		}
-		add(&y32[0], &a32[0], &b32[0], len(a32))
+		asmLoop(reluAddAVX512, reluAddAVX2)(&y32[0], &a32[0], &b32[0], len(a32))
 		return
 	}
 	switch yy := any(y).(type) {
@@ -289,13 +292,9 @@ func addRelu[T elem](y, a, b []T) {
 
 // reluGrad writes d = dy where the ReLU output y is positive, else 0.
 func reluGrad[T elem](d, dy, y []T) {
-	if y32, ok := any(y).([]float32); ok && (loopsAVX512 || loopsAVX2) && len(y) > 0 {
+	if y32, ok := any(y).([]float32); ok && loopsAsm() && len(y) > 0 {
 		d32, dy32 := any(d).([]float32)[:len(y)], any(dy).([]float32)[:len(y)]
-		grad := reluGradAVX512
-		if !loopsAVX512 {
-			grad = reluGradAVX2
-		}
-		grad(&d32[0], &dy32[0], &y32[0], len(y32))
+		asmLoop(reluGradAVX512, reluGradAVX2)(&d32[0], &dy32[0], &y32[0], len(y32))
 		return
 	}
 	switch dd := any(d).(type) {

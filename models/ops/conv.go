@@ -109,12 +109,8 @@ func gatherStride2[T elem](dst []T, ldd int, src []T, lds, rows, cols int) {
 	}
 	_ = dst[(rows-1)*ldd+cols-1]
 	_ = src[(rows-1)*lds+2*(cols-1)]
-	if d32, ok := any(dst).([]float32); ok && (loopsAVX512 || loopsAVX2) {
-		gather := gatherStride2AVX512
-		if !loopsAVX512 {
-			gather = gatherStride2AVX2
-		}
-		gather(&d32[0], ldd, &any(src).([]float32)[0], lds, rows, cols)
+	if d32, ok := any(dst).([]float32); ok && loopsAsm() {
+		asmLoop(gatherStride2AVX512, gatherStride2AVX2)(&d32[0], ldd, &any(src).([]float32)[0], lds, rows, cols)
 		return
 	}
 	for r := range rows {

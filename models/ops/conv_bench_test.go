@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"testing"
+	"unsafe"
 )
 
 // convBenchShapes are the stride-1 convolutions of ResNet-20 and LeNet-5.
@@ -97,16 +98,35 @@ func BenchmarkConvShapes(b *testing.B) {
 // BenchmarkShiftedTaps times ResNet-20's stride-1 forward convolutions on
 // Fashion-MNIST (28, 14 and 7 wide; 32 samples, one worker) through each
 // way shiftGEMM can sum the taps on this CPU's assembly kernel: one GEMM a
-// tap ("pertap"), the taps kernel by image-row segments ("segs") and by
-// 16-column strips of the padded rows' layout ("flat"), in GFLOP/s of
-// wall-clock time and CPU milliseconds per op.
+// tap ("pertap"), a taps kernel by image-row segments ("segs"; on a strip
+// kernel, one call a segment) and a strip kernel by 16-column strips of the
+// padded rows' layout ("flat"), in GFLOP/s of wall-clock time and CPU
+// milliseconds per op.
 func BenchmarkShiftedTaps(b *testing.B) {
 	kern := sgemmAsm
-	if kern == nil || kern.taps == nil {
+	if kern == nil || kern.taps == nil && kern.tapsStrip == nil {
 		b.Skip("no assembly taps kernel on this CPU")
 	}
-	taps, flat := kern.taps, kern.tapsFlat
-	defer func() { kern.taps, kern.tapsFlat = taps, flat }()
+	taps, strip := kern.taps, kern.tapsStrip
+	defer func() { kern.taps, kern.tapsStrip = taps, strip }()
+	segs := taps
+	if segs == nil {
+		segs = func(k, nt int, a *float32, ars int, b *float32, offs *int, bks, b2 int, c *float32, ldc, c2, mr, n1, n2 int) {
+			strip(k, nt, a, ars, b, offs, bks, c, ldc, mr, n1)
+			if n2 > 0 {
+				strip(k, nt, a, ars, (*float32)(unsafe.Add(unsafe.Pointer(b), 4*b2)), offs, bks, (*float32)(unsafe.Add(unsafe.Pointer(c), 4*c2)), ldc, mr, n2)
+			}
+		}
+	}
+	type mode struct {
+		name  string
+		taps  tapsFunc
+		strip tapsStripFunc
+	}
+	modes := []mode{{"pertap", nil, nil}, {"segs", segs, nil}}
+	if strip != nil {
+		modes = append(modes, mode{"flat", nil, strip})
+	}
 	for _, g0 := range []convGeom{
 		{c: 16, h: 28, w: 28, k: 3, stride: 1, pad: 1, oc: 16},
 		{c: 32, h: 14, w: 14, k: 3, stride: 1, pad: 1, oc: 32},
@@ -119,13 +139,10 @@ func BenchmarkShiftedTaps(b *testing.B) {
 		y := make([]float32, g.n*g.oc*g.oh*g.ow)
 		ws := NewWorkspace(1)
 		flops := 2 * float64(g.n*g.oc*g.oh*g.ow*g.c*g.k*g.k)
-		for _, mode := range []string{"pertap", "segs", "flat"} {
-			kern.taps, kern.tapsFlat = taps, mode == "flat"
-			if mode == "pertap" {
-				kern.taps = nil
-			}
+		for _, mode := range modes {
+			kern.taps, kern.tapsStrip = mode.taps, mode.strip
 			p := newShiftPlan[float32](&g, shiftForward)
-			b.Run(fmt.Sprintf("c%d_w%d_%s", g.c, g.w, mode), func(b *testing.B) {
+			b.Run(fmt.Sprintf("c%d_w%d_%s", g.c, g.w, mode.name), func(b *testing.B) {
 				done := cpuMetric(b)
 				for range b.N {
 					shiftedConv(&p, ws, x, w, false, y)

@@ -12,10 +12,10 @@ import "slices"
 // W_tap (K×C) times the padded planes read from that shift (C rows of oh·wp
 // values, row stride the plane size): a plain GEMM whose B is read in place.
 // The last k-1 columns of every output row read across the row's end and are
-// not kept: on AVX-512 and AVX2 one kernel (SgemmTapsAVX512, SgemmTapsAVX2)
-// sums all taps of a tile in registers and stores only the image's columns,
-// in place; elsewhere the taps' GEMMs add into an (K, oh·wp) buffer copied
-// out after.
+// not kept: on AVX-512 one kernel (SgemmTapsAVX512) sums all taps of a tile
+// in registers and stores only the image's columns, in place; on AVX2 one
+// kernel (SgemmTapsAVX2) sums all taps of a tile into an (K, oh·wp) buffer
+// copied out after; elsewhere the taps' GEMMs add into that buffer.
 //
 // Few input channels make thin GEMMs (depth C) that reload C once per tap, so
 // part of im2col comes back where C is small (shiftPlan.ni, nj): with nj = k
@@ -99,7 +99,7 @@ func newShiftPlan[T elem](g *convGeom, kind int) shiftPlan {
 // for elements of type T, nil when there is none.
 func tapsKernel[T elem]() *sgemmKernel {
 	kern := sgemmAsm
-	if _, ok := any(T(0)).(float32); !ok || kern == nil || kern.taps == nil {
+	if _, ok := any(T(0)).(float32); !ok || kern == nil || kern.taps == nil && kern.tapsStrip == nil {
 		return nil
 	}
 	return kern
@@ -286,13 +286,9 @@ func shiftedConv[T elem](p *shiftPlan, ws *Workspace, x, w []T, flip bool, y []T
 func shiftGEMM[T elem](p *shiftPlan, wre, b, yw, y []T) {
 	g := p.g
 	m, ldw, ohw := g.oc, p.taps*p.rows, g.oh*g.ow
-	if kern := tapsKernel[T](); kern != nil {
+	kern := tapsKernel[T]()
+	if kern != nil && kern.taps != nil {
 		w32, b32, y32 := any(wre).([]float32), any(b).([]float32), any(y).([]float32)
-		if kern.tapsFlat {
-			shiftGEMMFlat(p, kern, w32, b32, any(yw).([]float32))
-			copyRows(y, g.ow, yw, p.wp, g.oc*g.oh, g.ow)
-			return
-		}
 		// Bounds the kernel does not check: the last tap's rows under the
 		// last image row, and y.
 		_ = b32[slices.Max(p.offs)+(p.rows-1)*p.ld+(g.oh-1)*p.wp+g.ow-1]
@@ -311,21 +307,25 @@ func shiftGEMM[T elem](p *shiftPlan, wre, b, yw, y []T) {
 		}
 		return
 	}
-	for t := range p.taps {
-		beta := T(1)
-		if t == 0 {
-			beta = 0
+	if kern != nil {
+		shiftGEMMFlat(p, kern.mr, kern.tapsStrip, any(wre).([]float32), any(b).([]float32), any(yw).([]float32))
+	} else {
+		for t := range p.taps {
+			beta := T(1)
+			if t == 0 {
+				beta = 0
+			}
+			gemm(false, false, m, p.n, p.rows, wre[t*p.rows:], ldw, b[p.offs[t]:], p.ld, beta, yw, p.n)
 		}
-		gemm(false, false, m, p.n, p.rows, wre[t*p.rows:], ldw, b[p.offs[t]:], p.ld, beta, yw, p.n)
 	}
 	copyRows(y, g.ow, yw, p.wp, g.oc*g.oh, g.ow)
 }
 
-// shiftGEMMFlat is shiftGEMM's taps-kernel product for a kernel with
-// tapsFlat: yw (K, n) in the wp layout, 16 columns a call, every tap summed
-// in registers. For each strip of columns the row tiles run in turn, so the
-// strip's B rows stay in cache.
-func shiftGEMMFlat(p *shiftPlan, kern *sgemmKernel, w, b, yw []float32) {
+// shiftGEMMFlat is shiftGEMM's product on a strip kernel (sgemmKernel's
+// tapsStrip, tiles of mr rows): yw (K, n) in the wp layout, 16 columns a
+// call, every tap summed in registers. For each strip of columns the row
+// tiles run in turn, so the strip's B rows stay in cache.
+func shiftGEMMFlat(p *shiftPlan, mr int, strip tapsStripFunc, w, b, yw []float32) {
 	m, ldw := p.g.oc, p.taps*p.rows
 	lastStrip := (p.n - 1) / 16 * 16
 	// Bounds the kernel does not check: the last tap's rows, read 16 values
@@ -336,8 +336,8 @@ func shiftGEMMFlat(p *shiftPlan, kern *sgemmKernel, w, b, yw []float32) {
 	_ = yw[m*p.n-1]
 	for j := 0; j < p.n; j += 16 {
 		n := min(16, p.n-j)
-		for i0 := 0; i0 < m; i0 += kern.mr {
-			kern.taps(p.rows, p.taps, &w[i0*ldw], ldw, &b[j], &p.offs[0], p.ld, 0, &yw[i0*p.n+j], p.n, 0, min(kern.mr, m-i0), n, 0)
+		for i0 := 0; i0 < m; i0 += mr {
+			strip(p.rows, p.taps, &w[i0*ldw], ldw, &b[j], &p.offs[0], p.ld, &yw[i0*p.n+j], p.n, min(mr, m-i0), n)
 		}
 	}
 }

@@ -77,15 +77,21 @@ type sgemmKernel struct {
 	dot func(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc, mr, nr int, alpha, beta float32)
 	// taps, if set, computes mr rows by two column segments of a sum of
 	// products whose B rows start at a table of offsets (see shiftGEMM).
-	taps func(k, taps int, a *float32, ars int, b *float32, offs *int, bks, b2 int, c *float32, ldc, c2, mr, n1, n2 int)
-	// tapsFlat: shiftGEMM gives taps one segment of up to 16 columns at a
-	// time over the whole output in the padded rows' layout (copied out
-	// after), rather than up to 16 columns of one image row: for a kernel
-	// that runs one segment a call, rows of 7 or 14 values would leave most
-	// of its lanes idle. Such a kernel reads 16 columns of each B row
-	// whatever the segment's length: B's backing array must hold them.
-	tapsFlat bool
+	taps tapsFunc
+	// tapsStrip, if set, sums the same products into mr rows by one strip
+	// of up to 16 columns (n) at c: shiftGEMM runs it over the whole output
+	// in the padded rows' layout, copied out after (shiftGEMMFlat), since
+	// a strip of one image row of 7 or 14 values would leave most of its
+	// lanes idle. It reads 16 columns of each B row whatever n is: B's
+	// backing array must hold them.
+	tapsStrip tapsStripFunc
 }
+
+// tapsFunc and tapsStripFunc are the taps kernels' forms (sgemmKernel).
+type (
+	tapsFunc      func(k, taps int, a *float32, ars int, b *float32, offs *int, bks, b2 int, c *float32, ldc, c2, mr, n1, n2 int)
+	tapsStripFunc func(k, taps int, a *float32, ars int, b *float32, offs *int, bks int, c *float32, ldc, mr, n int)
+)
 
 // The dot-product kernels' tile.
 const sgemmDotMR, sgemmDotNR = 8, 2

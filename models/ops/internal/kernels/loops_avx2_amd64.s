@@ -10,29 +10,13 @@
 // their results round differently; the ReLU masks test y > 0 as signed
 // integers.
 
-// tailmask<>+32-4t holds t all-ones lanes, then 8-t zero lanes (t 0 to 8).
-DATA tailmask<>+0(SB)/4, $0xffffffff
-DATA tailmask<>+4(SB)/4, $0xffffffff
-DATA tailmask<>+8(SB)/4, $0xffffffff
-DATA tailmask<>+12(SB)/4, $0xffffffff
-DATA tailmask<>+16(SB)/4, $0xffffffff
-DATA tailmask<>+20(SB)/4, $0xffffffff
-DATA tailmask<>+24(SB)/4, $0xffffffff
-DATA tailmask<>+28(SB)/4, $0xffffffff
-DATA tailmask<>+32(SB)/4, $0
-DATA tailmask<>+36(SB)/4, $0
-DATA tailmask<>+40(SB)/4, $0
-DATA tailmask<>+44(SB)/4, $0
-DATA tailmask<>+48(SB)/4, $0
-DATA tailmask<>+52(SB)/4, $0
-DATA tailmask<>+56(SB)/4, $0
-DATA tailmask<>+60(SB)/4, $0
-GLOBL tailmask<>(SB), RODATA|NOPTR, $64
+// The masks come from ·laneMask (sgemm_amd64.s): 16 all-ones lanes, then
+// 16 zero lanes, so ·laneMask+64-4t holds t ones, then zeros.
 
 // MASK8 loads into y the mask of the cnt lowest lanes (cnt 0 to 8, a
 // register it leaves times 4); AX is scratch.
 #define MASK8(cnt, y) \
-	LEAQ    tailmask<>+32(SB), AX; \
+	LEAQ    ·laneMask+64(SB), AX; \
 	SHLQ    $2, cnt;               \
 	SUBQ    cnt, AX;               \
 	VMOVDQU (AX), y
@@ -121,6 +105,20 @@ ss8done:
 	VZEROUPPER
 	RET
 
+// LDU and LDM load 8 values whole or, the tail, under the mask in Y15.
+#define LDU(m, y) VMOVUPS m, y
+#define LDM(m, y) VMASKMOVPS m, Y15, y
+
+// GRAD8 loads g into Y3 through ld: dy (DI), where the ReLU output y (BX)
+// is positive when R8 (relu) is set (Y9 = 0, Y5 scratch).
+#define GRAD8(ld) \
+	ld((DI), Y3);        \
+	TESTQ    R8, R8;     \
+	JEQ      4(PC);      \
+	ld((BX), Y5);        \
+	VPCMPGTD Y9, Y5, Y5; \
+	VANDPS   Y5, Y3, Y3
+
 // func BnGradDotsAVX2(x, y, dy *float32, n int, mean float32, relu bool) (a, b float32)
 TEXT ·BnGradDotsAVX2(SB), NOSPLIT, $0-48
 	MOVQ         x+0(FP), SI
@@ -136,14 +134,7 @@ TEXT ·BnGradDotsAVX2(SB), NOSPLIT, $0-48
 	JLT          gd8tail
 
 gd8loop:
-	VMOVUPS (DI), Y3
-	TESTQ   R8, R8
-	JEQ     gd8all
-	VMOVUPS  (BX), Y5
-	VPCMPGTD Y9, Y5, Y5
-	VANDPS   Y5, Y3, Y3
-
-gd8all:
+	GRAD8(LDU)
 	VMOVUPS     (SI), Y4
 	VSUBPS      Y2, Y4, Y4
 	VADDPS      Y3, Y0, Y0
@@ -158,14 +149,7 @@ gd8tail:
 	ADDQ       $8, CX
 	JEQ        gd8done
 	MASK8(CX, Y15)
-	VMASKMOVPS (DI), Y15, Y3
-	TESTQ      R8, R8
-	JEQ        gd8tailall
-	VMASKMOVPS (BX), Y15, Y5
-	VPCMPGTD   Y9, Y5, Y5
-	VANDPS     Y5, Y3, Y3
-
-gd8tailall:
+	GRAD8(LDM)
 	VMASKMOVPS  (SI), Y15, Y4
 	VSUBPS      Y2, Y4, Y4
 	VANDPS      Y15, Y4, Y4
@@ -198,14 +182,7 @@ TEXT ·BnGradPlaneAVX2(SB), NOSPLIT, $0-57
 	JLT          gp8tail
 
 gp8loop:
-	VMOVUPS (DI), Y3
-	TESTQ   R8, R8
-	JEQ     gp8all
-	VMOVUPS  (BX), Y5
-	VPCMPGTD Y9, Y5, Y5
-	VANDPS   Y5, Y3, Y3
-
-gp8all:
+	GRAD8(LDU)
 	VMOVUPS      (SI), Y4
 	VSUBPS       Y2, Y4, Y4
 	VSUBPS       Y7, Y3, Y3
@@ -223,14 +200,7 @@ gp8tail:
 	ADDQ       $8, CX
 	JEQ        gp8done
 	MASK8(CX, Y15)
-	VMASKMOVPS (DI), Y15, Y3
-	TESTQ      R8, R8
-	JEQ        gp8tailall
-	VMASKMOVPS (BX), Y15, Y5
-	VPCMPGTD   Y9, Y5, Y5
-	VANDPS     Y5, Y3, Y3
-
-gp8tailall:
+	GRAD8(LDM)
 	VMASKMOVPS   (SI), Y15, Y4
 	VSUBPS       Y2, Y4, Y4
 	VSUBPS       Y7, Y3, Y3

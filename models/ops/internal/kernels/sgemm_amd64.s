@@ -594,8 +594,8 @@ avx2full0:
 
 avx2masked:
 	// Lane j of the masks is all ones when column j (Y12) or 8+j (Y13) is
-	// below nr: sgemmMask holds 16 all-ones words and then 16 zeros.
-	LEAQ    sgemmMask<>(SB), R8
+	// below nr: ·laneMask holds 16 all-ones words and then 16 zeros.
+	LEAQ    ·laneMask(SB), R8
 	NEGQ    CX
 	LEAQ    64(R8)(CX*4), R8
 	VMOVUPS (R8), Y12
@@ -611,23 +611,24 @@ avx2done:
 	VZEROUPPER
 	RET
 
-DATA sgemmMask<>+0(SB)/8, $0xffffffffffffffff
-DATA sgemmMask<>+8(SB)/8, $0xffffffffffffffff
-DATA sgemmMask<>+16(SB)/8, $0xffffffffffffffff
-DATA sgemmMask<>+24(SB)/8, $0xffffffffffffffff
-DATA sgemmMask<>+32(SB)/8, $0xffffffffffffffff
-DATA sgemmMask<>+40(SB)/8, $0xffffffffffffffff
-DATA sgemmMask<>+48(SB)/8, $0xffffffffffffffff
-DATA sgemmMask<>+56(SB)/8, $0xffffffffffffffff
-DATA sgemmMask<>+64(SB)/8, $0
-DATA sgemmMask<>+72(SB)/8, $0
-DATA sgemmMask<>+80(SB)/8, $0
-DATA sgemmMask<>+88(SB)/8, $0
-DATA sgemmMask<>+96(SB)/8, $0
-DATA sgemmMask<>+104(SB)/8, $0
-DATA sgemmMask<>+112(SB)/8, $0
-DATA sgemmMask<>+120(SB)/8, $0
-GLOBL sgemmMask<>(SB), RODATA|NOPTR, $128
+DATA ·laneMask+0(SB)/8, $0xffffffffffffffff
+DATA ·laneMask+8(SB)/8, $0xffffffffffffffff
+DATA ·laneMask+16(SB)/8, $0xffffffffffffffff
+DATA ·laneMask+24(SB)/8, $0xffffffffffffffff
+DATA ·laneMask+32(SB)/8, $0xffffffffffffffff
+DATA ·laneMask+40(SB)/8, $0xffffffffffffffff
+DATA ·laneMask+48(SB)/8, $0xffffffffffffffff
+DATA ·laneMask+56(SB)/8, $0xffffffffffffffff
+DATA ·laneMask+64(SB)/8, $0
+DATA ·laneMask+72(SB)/8, $0
+DATA ·laneMask+80(SB)/8, $0
+DATA ·laneMask+88(SB)/8, $0
+DATA ·laneMask+96(SB)/8, $0
+DATA ·laneMask+104(SB)/8, $0
+DATA ·laneMask+112(SB)/8, $0
+DATA ·laneMask+120(SB)/8, $0
+// ·laneMask is shared with loops_avx2_amd64.s's tail masks.
+GLOBL ·laneMask(SB), RODATA|NOPTR, $128
 
 // ---------------------------------------------------------------------------
 // Transposing pack (AVX): dst[c·ldd + r] = src[r·lds + c] for r < rows,
@@ -870,10 +871,10 @@ t6next:
 	ODDK6
 	NEXTTAP(t6tap)
 
-	// Masks of the n lowest columns: sgemmMask holds 16 all-ones words,
+	// Masks of the n lowest columns: ·laneMask holds 16 all-ones words,
 	// then 16 zeros.
 	MOVQ    n+80(FP), CX
-	LEAQ    sgemmMask<>(SB), R8
+	LEAQ    ·laneMask(SB), R8
 	NEGQ    CX
 	LEAQ    64(R8)(CX*4), R8
 	VMOVUPS (R8), Y12
