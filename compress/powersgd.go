@@ -6,8 +6,6 @@ import (
 	"math/rand/v2"
 	"slices"
 
-	"gonum.org/v1/gonum/blas/blas32"
-
 	"github.com/gradwire/gradwire/dist"
 	"github.com/gradwire/gradwire/internal/par"
 )
@@ -243,9 +241,10 @@ func (c *powerSGD) round0(grad []float32, flat bool, step int) Payload {
 			for i := lo; i < hi; i++ {
 				// Compensate one row and use it while it is in cache.
 				row := mm[i*t.m : (i+1)*t.m]
-				copy(row, g[i*t.m:(i+1)*t.m])
 				if c.e != nil {
-					psgdAxpy(1, c.e[t.off+i*t.m:t.off+(i+1)*t.m], row)
+					psgdAdd(row, g[i*t.m:(i+1)*t.m], c.e[t.off+i*t.m:t.off+(i+1)*t.m])
+				} else {
+					copy(row, g[i*t.m:(i+1)*t.m])
 				}
 				for k := 0; k < t.r; k++ {
 					p[k*t.n+i] = psgdDot(row, q[k*t.m:(k+1)*t.m])
@@ -278,11 +277,14 @@ func (c *powerSGD) round1(prev Combined) (Payload, error) {
 		// Split by columns of M: each element of Q sums over the rows in
 		// the same order however the columns are split.
 		c.split(t, t.m, func(lo, hi int) {
+			var buf [psgdCoefBuf]float32
+			coef := psgdCoef(&buf, t.r)
 			for i := 0; i < t.n; i++ {
 				row := c.m[t.off+i*t.m : t.off+(i+1)*t.m]
-				for k := 0; k < t.r; k++ {
-					psgdAxpy(p[k*t.n+i], row[lo:hi], q[k*t.m+lo:k*t.m+hi])
+				for k := range coef {
+					coef[k] = p[k*t.n+i]
 				}
+				psgdOuterAdd(q[lo:], t.m, coef, row[lo:hi])
 			}
 		})
 	}
@@ -356,15 +358,11 @@ func (c *powerSGD) decode(last Combined, dst []float32, info StepInfo, flat bool
 			continue
 		}
 		c.split(t, t.n, func(ilo, ihi int) {
+			var buf [psgdCoefBuf]float32
+			coef := psgdCoef(&buf, t.r)
 			for i := ilo; i < ihi; i++ {
-				lo, hi := t.off+i*t.m, t.off+(i+1)*t.m
-				out := dst[base+i*t.m : base+(i+1)*t.m]
-				c.lowRankRow(t, i, out)
-				if c.e != nil {
-					// e = M - Mhat: local M, global Mhat.
-					copy(c.e[lo:hi], c.m[lo:hi])
-					psgdAxpy(-1, out, c.e[lo:hi])
-				}
+				// With error feedback e = M - Mhat: local M, global Mhat.
+				c.lowRankRow(t, i, dst[base+i*t.m:base+(i+1)*t.m], coef, c.e != nil)
 			}
 		})
 	}
@@ -400,11 +398,10 @@ func (c *powerSGD) decodeState(last Combined, info StepInfo) error {
 				continue
 			}
 			c.row = slices.Grow(c.row[:0], t.m)[:t.m]
+			var buf [psgdCoefBuf]float32
+			coef := psgdCoef(&buf, t.r)
 			for i := 0; i < t.n; i++ {
-				lo, hi := t.off+i*t.m, t.off+(i+1)*t.m
-				c.lowRankRow(t, i, c.row)
-				copy(c.e[lo:hi], c.m[lo:hi])
-				psgdAxpy(-1, c.row, c.e[lo:hi])
+				c.lowRankRow(t, i, c.row, coef, true)
 			}
 		}
 	}
@@ -427,12 +424,30 @@ func (c *powerSGD) split(t psgdMatrix, n int, f func(lo, hi int)) {
 	par.Default().Run(n, c.spread, func(_, lo, hi int) { f(lo, hi) })
 }
 
-// lowRankRow writes row i of P Q^T for matrix t into out.
-func (c *powerSGD) lowRankRow(t psgdMatrix, i int, out []float32) {
-	clear(out)
-	for k := 0; k < t.r; k++ {
-		psgdAxpy(c.p[t.p+k*t.n+i], c.q[t.q+k*t.m:t.q+(k+1)*t.m], out)
+// lowRankRow writes row i of P Q^T for matrix t into out and, with
+// residual, row i of M minus that into the residual. coef is scratch of
+// length t.r.
+func (c *powerSGD) lowRankRow(t psgdMatrix, i int, out, coef []float32, residual bool) {
+	for k := range coef {
+		coef[k] = c.p[t.p+k*t.n+i]
 	}
+	var e, m []float32
+	if residual {
+		lo, hi := t.off+i*t.m, t.off+(i+1)*t.m
+		e, m = c.e[lo:hi], c.m[lo:hi]
+	}
+	psgdLowRankSub(out, e, m, c.q[t.q:], t.m, coef)
+}
+
+// psgdCoefBuf is the rank whose coefficients fit a row's stack buffer.
+const psgdCoefBuf = 16
+
+// psgdCoef returns r coefficients' scratch: buf's when they fit.
+func psgdCoef(buf *[psgdCoefBuf]float32, r int) []float32 {
+	if r <= psgdCoefBuf {
+		return buf[:r]
+	}
+	return make([]float32, r)
 }
 
 // State holds the residual (with error feedback) and Q (with warm start; a
@@ -492,8 +507,9 @@ func (c powerSGDEF) Sent() []float32 {
 			copy(c.sent[t.off:t.off+t.n*t.m], c.m[t.off:t.off+t.n*t.m])
 			continue
 		}
+		coef := make([]float32, t.r)
 		for i := 0; i < t.n; i++ {
-			c.lowRankRow(t, i, c.sent[t.off+i*t.m:t.off+(i+1)*t.m])
+			c.lowRankRow(t, i, c.sent[t.off+i*t.m:t.off+(i+1)*t.m], coef, false)
 		}
 	}
 	return c.sent
@@ -539,7 +555,7 @@ func psgdGramSchmidt(a []float32, n, r int, eps float64) {
 func psgdDot(x, y []float32) float32 {
 	y = y[:len(x)]
 	var s [8]float32
-	i := 0
+	i := psgdDotVec(x, y, &s)
 	for ; i+8 <= len(x); i += 8 {
 		s[0] += x[i] * y[i]
 		s[1] += x[i+1] * y[i+1]
@@ -556,7 +572,38 @@ func psgdDot(x, y []float32) float32 {
 	return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))
 }
 
-// psgdAxpy adds alpha*x to y.
-func psgdAxpy(alpha float32, x, y []float32) {
-	blas32.Axpy(alpha, blas32.Vector{N: len(x), Inc: 1, Data: x}, blas32.Vector{N: len(y), Inc: 1, Data: y})
+// psgdAdd writes a + b to dst, element by element.
+func psgdAdd(dst, a, b []float32) {
+	a, b = a[:len(dst)], b[:len(dst)]
+	for i := psgdAddVec(dst, a, b); i < len(dst); i++ {
+		dst[i] = a[i] + b[i]
+	}
+}
+
+// psgdLowRankSub writes out[j] = Σ_k coef[k]·q[k·qstride+j], summed from
+// zero in k's order (a rank-r row of P Q^T), and, when e is not nil,
+// e[j] = m[j] - out[j].
+func psgdLowRankSub(out, e, m, q []float32, qstride int, coef []float32) {
+	if e != nil {
+		e, m = e[:len(out)], m[:len(out)]
+	}
+	for j := psgdLowRankSubVec(out, e, m, q, qstride, coef); j < len(out); j++ {
+		var s float32
+		for k, a := range coef {
+			s += a * q[k*qstride+j]
+		}
+		out[j] = s
+		if e != nil {
+			e[j] = m[j] - s
+		}
+	}
+}
+
+// psgdOuterAdd adds coef[k]·row[j] to q[k·qstride+j] for every k and j.
+func psgdOuterAdd(q []float32, qstride int, coef, row []float32) {
+	for j := psgdOuterAddVec(q, qstride, coef, row); j < len(row); j++ {
+		for k, a := range coef {
+			q[k*qstride+j] += a * row[j]
+		}
+	}
 }

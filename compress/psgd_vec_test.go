@@ -1,0 +1,120 @@
+package compress
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// The vector loops give the bits of the Go loops (the path on CPUs without
+// AVX), at lengths around whole vectors and with unaligned starts.
+func TestPowerSGDVectorLoops(t *testing.T) {
+	if !psgdVector {
+		t.Skip("this CPU runs the Go loops only")
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	fill := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64()) * float32(math.Pow(10, rng.Float64()*6-3))
+		}
+		return v
+	}
+	scalar := func(f func()) {
+		psgdVector = false
+		defer func() { psgdVector = true }()
+		f()
+	}
+	same := func(what string, n int, a, b []float32) {
+		t.Helper()
+		for i := range a {
+			if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+				t.Fatalf("%s, n %d: element %d is %v in the vector loop, %v in Go", what, n, i, a[i], b[i])
+			}
+		}
+	}
+	for _, n := range []int{0, 1, 7, 8, 9, 15, 16, 17, 31, 64, 100, 1001} {
+		for _, skew := range []int{0, 1, 3} {
+			x, y := fill(n + skew)[skew:], fill(n + skew)[skew:]
+
+			var dv, ds float32
+			dv = psgdDot(x, y)
+			scalar(func() { ds = psgdDot(x, y) })
+			same("dot", n, []float32{dv}, []float32{ds})
+
+			for _, r := range []int{1, 2, 3, 5} {
+				stride := n + skew + 2
+				q := fill(r * stride)
+				coef := fill(r)
+				coef[0] = 0 // a zero coefficient is not skipped
+				m := fill(n)
+				ov, os, ev, es := make([]float32, n), make([]float32, n), fill(n), make([]float32, n)
+				psgdLowRankSub(ov, ev, m, q, stride, coef)
+				scalar(func() { psgdLowRankSub(os, es, m, q, stride, coef) })
+				same("low-rank row", n, ov, os)
+				same("residual", n, ev, es)
+				for j := range ov { // against the sum in float64: one rounding per term
+					var want, mag float64
+					for k := range coef {
+						want += float64(coef[k]) * float64(q[k*stride+j])
+						mag += math.Abs(float64(coef[k]) * float64(q[k*stride+j]))
+					}
+					if math.Abs(float64(ov[j])-want) > 1e-6*mag {
+						t.Fatalf("low-rank row, n %d r %d: element %d is %v, want %v", n, r, j, ov[j], want)
+					}
+					if ev[j] != m[j]-ov[j] {
+						t.Fatalf("residual, n %d r %d: element %d is %v, want %v", n, r, j, ev[j], m[j]-ov[j])
+					}
+				}
+				nv := make([]float32, n)
+				psgdLowRankSub(nv, nil, nil, q, stride, coef)
+				same("low-rank row without residual", n, nv, ov)
+
+				qv, qs := append([]float32(nil), q...), append([]float32(nil), q...)
+				psgdOuterAdd(qv, stride, coef, x)
+				scalar(func() { psgdOuterAdd(qs, stride, coef, x) })
+				same("outer add", n, qv, qs)
+				for k := range coef {
+					for j := 0; j < stride; j++ {
+						want := q[k*stride+j]
+						if j < n {
+							want += coef[k] * x[j]
+						}
+						if qv[k*stride+j] != want {
+							t.Fatalf("outer add, n %d r %d: q[%d][%d] is %v, want %v", n, r, k, j, qv[k*stride+j], want)
+						}
+					}
+				}
+			}
+
+			av, as := make([]float32, n), make([]float32, n)
+			psgdAdd(av, x, y)
+			scalar(func() { psgdAdd(as, x, y) })
+			same("add", n, av, as)
+			for i := range av { // against the arithmetic itself
+				if av[i] != x[i]+y[i] {
+					t.Fatalf("add, n %d: element %d is %v, want %v", n, i, av[i], x[i]+y[i])
+				}
+			}
+
+		}
+	}
+}
+
+// The dot product against float64 arithmetic: the order of the sum is fixed,
+// its value is the dot product's to float32 rounding.
+func TestPowerSGDDotValue(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, n := range []int{1, 8, 13, 1000} {
+		x, y := make([]float32, n), make([]float32, n)
+		var want, mag float64
+		for i := range x {
+			x[i], y[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
+			want += float64(x[i]) * float64(y[i])
+			mag += math.Abs(float64(x[i]) * float64(y[i]))
+		}
+		if got := float64(psgdDot(x, y)); math.Abs(got-want) > 1e-6*mag {
+			t.Fatalf("n %d: dot %v, want %v", n, got, want)
+		}
+	}
+}
