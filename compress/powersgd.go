@@ -45,8 +45,14 @@ import (
 //     its buckets after the first step) does not apply here.
 //
 // P and Q are stored column by column (r x n and r x m), so the products are
-// unit-stride dot products and axpys over the rows of M (gonum's float32
-// assembly kernels: 2 to 4 times faster than plain Go loops here).
+// unit-stride loops over the rows of M (psgd_amd64.s on CPUs with AVX).
+//
+// The residual is not written at the end of a step: e = M - P Q^T is known
+// from M and the step's mean factors, so the next step's round 0 computes
+// M = g + (M - P Q^T) row by row in one pass over M (the same float32
+// arithmetic, in the same order). Each compressed value then crosses memory
+// about 24 bytes a step instead of 40. State and Residual write e out when
+// asked.
 type powerSGD struct {
 	cfg  PowerSGDConfig
 	seed int64
@@ -55,11 +61,16 @@ type powerSGD struct {
 	len0 int // steady round 0 payload: every P and every dense matrix
 	len1 int // steady round 1 payload: every Q
 
-	m  []float32 // the step's M = g (+ e), packed
-	e  []float32 // residual, packed; nil without error feedback
-	p  []float32 // the step's mean P, orthonormalised, per compressed matrix
-	q  []float32 // Q per compressed matrix: after a step, the mean Q (warm start)
-	r0 []float32 // round 0's combined sums, read again by Decompress
+	m []float32 // the step's M = g (+ e), packed
+	e []float32 // residual, packed; nil without error feedback; stale while lazy
+	p []float32 // the step's mean P, orthonormalised, per compressed matrix
+	q []float32 // Q per compressed matrix: after a step, the mean Q (warm start)
+
+	// lazy: the compressed matrices' residual is M - P Q^T of the last
+	// step (m, p, lastQ), not yet written to e.
+	lazy  bool
+	lastQ []float32
+	r0    []float32 // round 0's combined sums, read again by Decompress
 
 	pay0, pay1   []float32 // payload buffers (all-reduced in place)
 	wire0, wire1 []int64   // steady TensorWire of rounds 0 and 1
@@ -148,6 +159,7 @@ func newPowerSGD(cfg Config, tensors []Tensor, _, _ int, seed int64, _ Hyper) (C
 	c.m = make([]float32, c.size)
 	if pc.ErrorFeedback {
 		c.e = make([]float32, c.size)
+		c.lastQ = make([]float32, nq)
 	}
 	c.p = make([]float32, np)
 	c.q = make([]float32, nq)
@@ -191,7 +203,8 @@ func (c *powerSGD) Encode(r int, grad []float32, prev Combined, info StepInfo) (
 		// The gradient is scratch, so it is the payload itself: no buffer of
 		// the full size is kept for the warm-up alone.
 		if c.e != nil {
-			copy(c.m, grad) // for Compensated and Sent
+			c.writeResidual() // before M changes (vanilla steps precede the compressed ones)
+			copy(c.m, grad)   // for Compensated and Sent
 		}
 		return Payload{Floats: grad, Wire: int64(4 * c.size), TensorWire: c.vanWire0}, nil
 	case r == 0:
@@ -238,12 +251,21 @@ func (c *powerSGD) round0(grad []float32, flat bool, step int) Payload {
 		psgdGramSchmidt(q, t.m, t.r, c.cfg.Epsilon)
 		p := c.pay0[t.pay0 : t.pay0+t.r*t.n]
 		c.split(t, t.n, func(lo, hi int) {
+			var buf [psgdCoefBuf]float32
+			coef := psgdCoef(&buf, t.r)
 			for i := lo; i < hi; i++ {
 				// Compensate one row and use it while it is in cache.
 				row := mm[i*t.m : (i+1)*t.m]
-				if c.e != nil {
+				switch {
+				case c.lazy:
+					// M = g + (M - P Q^T) of the last step.
+					for k := range coef {
+						coef[k] = c.p[t.p+k*t.n+i]
+					}
+					psgdCompensate(row, g[i*t.m:(i+1)*t.m], c.lastQ[t.q:], t.m, coef)
+				case c.e != nil:
 					psgdAdd(row, g[i*t.m:(i+1)*t.m], c.e[t.off+i*t.m:t.off+(i+1)*t.m])
-				} else {
+				default:
 					copy(row, g[i*t.m:(i+1)*t.m])
 				}
 				for k := 0; k < t.r; k++ {
@@ -252,6 +274,7 @@ func (c *powerSGD) round0(grad []float32, flat bool, step int) Payload {
 			}
 		})
 	}
+	c.lazy = false // e is stale until this step's decode
 	return Payload{Floats: c.pay0[:c.len0], Wire: int64(4 * c.len0), TensorWire: c.wire0}
 }
 
@@ -361,19 +384,49 @@ func (c *powerSGD) decode(last Combined, dst []float32, info StepInfo, flat bool
 			var buf [psgdCoefBuf]float32
 			coef := psgdCoef(&buf, t.r)
 			for i := ilo; i < ihi; i++ {
-				// With error feedback e = M - Mhat: local M, global Mhat.
-				c.lowRankRow(t, i, dst[base+i*t.m:base+(i+1)*t.m], coef, c.e != nil)
+				c.lowRankRow(t, i, dst[base+i*t.m:base+(i+1)*t.m], coef)
 			}
 		})
 	}
+	c.keepResidual()
 	c.vanilla = false
 	return nil
 }
 
+// keepResidual records e = M - Mhat (local M, global Mhat) for the next
+// step, without writing it: see the type's comment.
+func (c *powerSGD) keepResidual() {
+	if c.e != nil {
+		copy(c.lastQ, c.q)
+		c.lazy = true
+	}
+}
+
+// writeResidual writes the residual the last step left into e.
+func (c *powerSGD) writeResidual() {
+	if !c.lazy {
+		return
+	}
+	for _, t := range c.mats {
+		if t.r == 0 {
+			continue
+		}
+		c.row = slices.Grow(c.row[:0], t.m)[:t.m]
+		coef := make([]float32, t.r)
+		for i := 0; i < t.n; i++ {
+			for k := range coef {
+				coef[k] = c.p[t.p+k*t.n+i]
+			}
+			lo, hi := t.off+i*t.m, t.off+(i+1)*t.m
+			psgdLowRankSub(c.row, c.e[lo:hi], c.m[lo:hi], c.lastQ[t.q:], t.m, coef)
+		}
+	}
+	c.lazy = false
+}
+
 // decodeState does what DecodeMean does to the compressor's state (the mean
 // Q for the warm start, the residual, the vanilla flag) without writing the
-// mean: for a worker that only contributes. Each row of P Q^T is built in
-// scratch, with the arithmetic DecodeMean uses.
+// mean: for a worker that only contributes.
 func (c *powerSGD) decodeState(last Combined, info StepInfo) error {
 	if last.Workers < 1 {
 		return fmt.Errorf("powersgd: decompress from %d workers", last.Workers)
@@ -392,19 +445,7 @@ func (c *powerSGD) decodeState(last Combined, info StepInfo) error {
 	for i, v := range last.Floats {
 		c.q[i] = v * inv
 	}
-	if c.e != nil {
-		for _, t := range c.mats {
-			if t.r == 0 {
-				continue
-			}
-			c.row = slices.Grow(c.row[:0], t.m)[:t.m]
-			var buf [psgdCoefBuf]float32
-			coef := psgdCoef(&buf, t.r)
-			for i := 0; i < t.n; i++ {
-				c.lowRankRow(t, i, c.row, coef, true)
-			}
-		}
-	}
+	c.keepResidual()
 	c.vanilla = false
 	return nil
 }
@@ -424,19 +465,13 @@ func (c *powerSGD) split(t psgdMatrix, n int, f func(lo, hi int)) {
 	par.Default().Run(n, c.spread, func(_, lo, hi int) { f(lo, hi) })
 }
 
-// lowRankRow writes row i of P Q^T for matrix t into out and, with
-// residual, row i of M minus that into the residual. coef is scratch of
-// length t.r.
-func (c *powerSGD) lowRankRow(t psgdMatrix, i int, out, coef []float32, residual bool) {
+// lowRankRow writes row i of P Q^T for matrix t into out. coef is scratch
+// of length t.r.
+func (c *powerSGD) lowRankRow(t psgdMatrix, i int, out, coef []float32) {
 	for k := range coef {
 		coef[k] = c.p[t.p+k*t.n+i]
 	}
-	var e, m []float32
-	if residual {
-		lo, hi := t.off+i*t.m, t.off+(i+1)*t.m
-		e, m = c.e[lo:hi], c.m[lo:hi]
-	}
-	psgdLowRankSub(out, e, m, c.q[t.q:], t.m, coef)
+	psgdLowRankSub(out, nil, nil, c.q[t.q:], t.m, coef)
 }
 
 // psgdCoefBuf is the rank whose coefficients fit a row's stack buffer.
@@ -455,6 +490,7 @@ func psgdCoef(buf *[psgdCoefBuf]float32, r int) []float32 {
 func (c *powerSGD) State() map[string][]float32 {
 	st := map[string][]float32{}
 	if c.e != nil {
+		c.writeResidual()
 		st["residual"] = c.e
 	}
 	if c.cfg.WarmStart {
@@ -488,7 +524,10 @@ func (c *powerSGD) SetState(st map[string][]float32) error {
 func (c powerSGDEF) Compensated() []float32 { return c.m }
 
 // Residual is e = M - Mhat (aliased).
-func (c powerSGDEF) Residual() []float32 { return c.e }
+func (c powerSGDEF) Residual() []float32 {
+	c.writeResidual()
+	return c.e
+}
 
 // Sent is the last step's Mhat, the approximation every worker applies (the
 // local M for dense matrices and vanilla steps, which carry no residual). It
@@ -509,7 +548,7 @@ func (c powerSGDEF) Sent() []float32 {
 		}
 		coef := make([]float32, t.r)
 		for i := 0; i < t.n; i++ {
-			c.lowRankRow(t, i, c.sent[t.off+i*t.m:t.off+(i+1)*t.m], coef, false)
+			c.lowRankRow(t, i, c.sent[t.off+i*t.m:t.off+(i+1)*t.m], coef)
 		}
 	}
 	return c.sent
@@ -596,6 +635,21 @@ func psgdLowRankSub(out, e, m, q []float32, qstride int, coef []float32) {
 		if e != nil {
 			e[j] = m[j] - s
 		}
+	}
+}
+
+// psgdCompensate writes m[j] = g[j] + (m[j] - Σ_k coef[k]·q[k·qstride+j]):
+// the next step's M from the last step's M and its rank-r approximation,
+// with psgdLowRankSub's arithmetic for the residual.
+func psgdCompensate(m, g, q []float32, qstride int, coef []float32) {
+	g = g[:len(m)]
+	for j := psgdCompensateVec(m, g, q, qstride, coef); j < len(m); j++ {
+		var s float32
+		for k, a := range coef {
+			s += a * q[k*qstride+j]
+		}
+		e := m[j] - s
+		m[j] = g[j] + e
 	}
 }
 

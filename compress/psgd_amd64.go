@@ -79,3 +79,19 @@ func psgdOuterAddVec(q []float32, qstride int, coef, row []float32) int {
 	psgdOuterAddAVX(&q[0], qstride, &coef[0], len(coef), &row[0], n)
 	return n
 }
+
+// psgdCompensateAVX: m[j] = grad[j] + (m[j] - Σ_k coef[k]·q[k·qstride+j]) for
+// k < r (the sum from zero in k's order), j < n, n a multiple of 8.
+//
+//go:noescape
+func psgdCompensateAVX(m, grad, q *float32, qstride int, coef *float32, r, n int)
+
+func psgdCompensateVec(m, g, q []float32, qstride int, coef []float32) int {
+	n := len(m) &^ 7
+	if !psgdVector || n == 0 || len(coef) == 0 {
+		return 0
+	}
+	_, _ = g[n-1], q[(len(coef)-1)*qstride+n-1]
+	psgdCompensateAVX(&m[0], &g[0], &q[0], qstride, &coef[0], len(coef), n)
+	return n
+}

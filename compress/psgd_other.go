@@ -8,3 +8,4 @@ func psgdDotVec(x, y []float32, lanes *[8]float32) int                          
 func psgdAddVec(dst, a, b []float32) int                                        { return 0 }
 func psgdLowRankSubVec(out, e, m, q []float32, qstride int, coef []float32) int { return 0 }
 func psgdOuterAddVec(q []float32, qstride int, coef, row []float32) int         { return 0 }
+func psgdCompensateVec(m, g, q []float32, qstride int, coef []float32) int      { return 0 }

@@ -66,9 +66,40 @@ func TestPowerSGDVectorLoops(t *testing.T) {
 						t.Fatalf("residual, n %d r %d: element %d is %v, want %v", n, r, j, ev[j], m[j]-ov[j])
 					}
 				}
+				// All-zero coefficients: the sum starts from +0, so negative
+				// factors (products -0) still give +0.
+				zv, zs := fill(n), fill(n)
+				zero := make([]float32, r)
+				psgdLowRankSub(zv, nil, nil, q, stride, zero)
+				scalar(func() { psgdLowRankSub(zs, nil, nil, q, stride, zero) })
+				same("low-rank row, zero coefficients", n, zv, zs)
+				for j, v := range zv {
+					if math.Float32bits(v) != 0 {
+						t.Fatalf("low-rank row, n %d r %d, zero coefficients: element %d is %v, want +0", n, r, j, v)
+					}
+				}
+				negx := make([]float32, n)
+				for j := range negx {
+					negx[j] = float32(math.Copysign(0, -1))
+				}
+				cz, czs := append([]float32(nil), negx...), append([]float32(nil), negx...)
+				psgdCompensate(cz, negx, q, stride, zero) // -0 + (-0 - (+0)) = -0
+				scalar(func() { psgdCompensate(czs, negx, q, stride, zero) })
+				same("compensate, zero coefficients", n, cz, czs)
+
 				nv := make([]float32, n)
 				psgdLowRankSub(nv, nil, nil, q, stride, coef)
 				same("low-rank row without residual", n, nv, ov)
+
+				cv, cs := append([]float32(nil), m...), append([]float32(nil), m...)
+				psgdCompensate(cv, x, q, stride, coef)
+				scalar(func() { psgdCompensate(cs, x, q, stride, coef) })
+				same("compensate", n, cv, cs)
+				for j := range cv { // the residual of the row above, plus the gradient
+					if want := x[j] + ev[j]; cv[j] != want {
+						t.Fatalf("compensate, n %d r %d: element %d is %v, want %v", n, r, j, cv[j], want)
+					}
+				}
 
 				qv, qs := append([]float32(nil), q...), append([]float32(nil), q...)
 				psgdOuterAdd(qv, stride, coef, x)
