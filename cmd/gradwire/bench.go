@@ -100,6 +100,7 @@ jobs), and heap allocations per step.`,
 				defer stop()
 			}
 			if engine {
+				watchesContext.Store(true) // the engine's trials stop between steps
 				if !cmd.Flags().Changed("batch") {
 					batch = 256
 				}

@@ -38,8 +38,9 @@ func defaultDataDir() string {
 func newDataFetchCmd() *cobra.Command {
 	var dir, baseURL string
 	cmd := &cobra.Command{
-		Use:   "fetch NAME [--dir DIR] [--base-url URL]",
-		Short: "Download a data set and verify it",
+		Annotations: map[string]string{watchesContextAnnotation: "true"},
+		Use:         "fetch NAME [--dir DIR] [--base-url URL]",
+		Short:       "Download a data set and verify it",
 		Long: `Download a data set into DIR/NAME/ from its canonical URLs, or from a mirror given
 by --base-url, verify every file, and write each one atomically (temporary file, then
 rename). A gzip file is accepted when its checksum is the publisher's or, for

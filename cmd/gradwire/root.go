@@ -13,6 +13,9 @@ CIFAR-10/100 and a character corpus from YAML config files, and writes each run'
 resolved config, metrics, checkpoints and summary to a run directory.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
+			watchesContext.Store(cmd.Annotations[watchesContextAnnotation] == "true")
+		},
 	}
 	root.AddCommand(newTrainCmd(), newSweepCmd(), newReportCmd(), newBenchCmd(), newTimeModelCmd(), newStragglersCmd(), newCodedCmd(), newMeasureCmd(), newInfluenceCmd(), newDataCmd(), newVersionCmd())
 	return root

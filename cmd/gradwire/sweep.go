@@ -16,8 +16,9 @@ func newSweepCmd() *cobra.Command {
 		dryRun     bool
 	)
 	cmd := &cobra.Command{
-		Use:   "sweep --config FILE [--results DIR] [--dry-run]",
-		Short: "Run a grid of trainings from a sweep file, then report",
+		Annotations: map[string]string{watchesContextAnnotation: "true"},
+		Use:         "sweep --config FILE [--results DIR] [--dry-run]",
+		Short:       "Run a grid of trainings from a sweep file, then report",
 		Long: `Run every (variation, seed) of a sweep file and build its report.
 
 A sweep file (YAML) names a base run config (relative to the sweep file's folder),

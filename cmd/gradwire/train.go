@@ -30,8 +30,9 @@ func newTrainCmd() *cobra.Command {
 		allow      []string
 	)
 	cmd := &cobra.Command{
-		Use:   "train --config FILE [--set key=value]... [--out DIR] | train --resume DIR",
-		Short: "Train a model from a YAML config",
+		Annotations: map[string]string{watchesContextAnnotation: "true"},
+		Use:         "train --config FILE [--set key=value]... [--out DIR] | train --resume DIR",
+		Short:       "Train a model from a YAML config",
 		Long: `Train a model from a YAML config file (see configs/*.yaml and the README's config
 reference). Every key can be overridden with --set key=value (repeatable), for
 example --set optim.lr=0.1 --set model.hidden=300,100.
