@@ -611,10 +611,12 @@ func psgdDot(x, y []float32) float32 {
 	return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))
 }
 
-// psgdAdd writes a + b to dst, element by element.
+// psgdAdd writes a + b to dst, element by element. It runs only on a step
+// whose residual was written out (the first compressed step, and the one
+// after State or SetState), so it has no vector form.
 func psgdAdd(dst, a, b []float32) {
 	a, b = a[:len(dst)], b[:len(dst)]
-	for i := psgdAddVec(dst, a, b); i < len(dst); i++ {
+	for i := range dst {
 		dst[i] = a[i] + b[i]
 	}
 }

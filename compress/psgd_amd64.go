@@ -14,11 +14,6 @@ var psgdVector = cpu.X86.HasAVX
 //go:noescape
 func psgdDotLanesAVX(x, y *float32, n int, lanes *[8]float32)
 
-// psgdAddAVX writes a[i]+b[i] to dst[i] for i < n, n a multiple of 8.
-//
-//go:noescape
-func psgdAddAVX(dst, a, b *float32, n int)
-
 // The *Vec functions run their kernel on the longest prefix of whole
 // vectors and return its length; the caller finishes the tail.
 
@@ -29,16 +24,6 @@ func psgdDotVec(x, y []float32, lanes *[8]float32) int {
 	}
 	_ = y[n-1]
 	psgdDotLanesAVX(&x[0], &y[0], n, lanes)
-	return n
-}
-
-func psgdAddVec(dst, a, b []float32) int {
-	n := len(dst) &^ 7
-	if !psgdVector || n == 0 {
-		return 0
-	}
-	_, _ = a[n-1], b[n-1]
-	psgdAddAVX(&dst[0], &a[0], &b[0], n)
 	return n
 }
 

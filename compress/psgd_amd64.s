@@ -27,27 +27,6 @@ dotDone:
 	VZEROUPPER
 	RET
 
-// func psgdAddAVX(dst, a, b *float32, n int)
-TEXT ·psgdAddAVX(SB), NOSPLIT, $0-32
-	MOVQ dst+0(FP), DI
-	MOVQ a+8(FP), SI
-	MOVQ b+16(FP), DX
-	MOVQ n+24(FP), CX
-	XORQ AX, AX
-
-addLoop:
-	CMPQ    AX, CX
-	JGE     addDone
-	VMOVUPS (SI)(AX*4), Y0
-	VADDPS  (DX)(AX*4), Y0, Y0
-	VMOVUPS Y0, (DI)(AX*4)
-	ADDQ    $8, AX
-	JMP     addLoop
-
-addDone:
-	VZEROUPPER
-	RET
-
 // func psgdLowRankSubAVX(out, e, m, q *float32, qstride int, coef *float32, r, n int)
 // out[j] = sum over k < r of coef[k]*q[k*qstride+j], summed from zero in k's
 // order; with e not nil, e[j] = m[j] - out[j].

@@ -118,16 +118,6 @@ func TestPowerSGDVectorLoops(t *testing.T) {
 				}
 			}
 
-			av, as := make([]float32, n), make([]float32, n)
-			psgdAdd(av, x, y)
-			scalar(func() { psgdAdd(as, x, y) })
-			same("add", n, av, as)
-			for i := range av { // against the arithmetic itself
-				if av[i] != x[i]+y[i] {
-					t.Fatalf("add, n %d: element %d is %v, want %v", n, i, av[i], x[i]+y[i])
-				}
-			}
-
 		}
 	}
 }

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -94,17 +96,40 @@ func TestInterruptEndsUnwatchedCommand(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestInterruptEndsUnwatchedCommand$")
 	cmd.Env = append(os.Environ(), "GRADWIRE_TEST_RUN_MAIN=1",
 		"GRADWIRE_TEST_ARGS=bench --model resnet20 --batch 64 --steps 100000 --warmup 1 --trials 1")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * time.Second) // past flag parsing and into the timed steps
+	// Signal only once the child prints its first progress line: main's
+	// handler is installed by then, whatever the machine's load. The
+	// reader owns the output until the pipe closes.
+	started, done := make(chan struct{}), make(chan error, 1)
+	var stderr strings.Builder
+	var once sync.Once
+	go func() {
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			stderr.WriteString(sc.Text() + "\n")
+			if strings.Contains(sc.Text(), "bench: resnet20") {
+				once.Do(func() { close(started) })
+			}
+		}
+		done <- cmd.Wait() // after the last read, as exec requires
+	}()
+	select {
+	case <-started:
+	case err := <-done:
+		t.Fatalf("the child ended before its first progress line (%v); stderr:\n%s", err, stderr.String())
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("the child printed no progress line in 60 s (%v)", <-done)
+	}
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
 	select {
 	case err := <-done:
 		var exit *exec.ExitError
@@ -113,6 +138,6 @@ func TestInterruptEndsUnwatchedCommand(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		cmd.Process.Kill()
-		t.Fatalf("still running 20 s after SIGINT; stderr:\n%s", stderr.String())
+		t.Fatalf("still running 20 s after SIGINT (%v)", <-done)
 	}
 }
