@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -14,10 +15,11 @@ func newSweepCmd() *cobra.Command {
 		configPath string
 		results    string
 		dryRun     bool
+		only       []string
 	)
 	cmd := &cobra.Command{
 		Annotations: map[string]string{watchesContextAnnotation: "true"},
-		Use:         "sweep --config FILE [--results DIR] [--dry-run]",
+		Use:         "sweep --config FILE [--results DIR] [--only PATTERN]... [--dry-run]",
 		Short:       "Run a grid of trainings from a sweep file, then report",
 		Long: `Run every (variation, seed) of a sweep file and build its report.
 
@@ -43,6 +45,12 @@ stderr. Ctrl-C stops after the last completed epoch; rerunning continues.
 Afterwards the sweep's report is rebuilt (see gradwire report) and table.md is
 printed on stdout.
 
+--only restricts the runs trained to the variations whose names match one of
+the given patterns (comma-separated or repeated; * ? and [a-z] as in shell
+globs, e.g. --only 'lars-*,lamb-*'), to get the rows that matter first out of a
+sweep that takes days; the other runs are left as they are and the report still
+covers every finished run. A pattern that matches no variation is an error.
+
 --dry-run prints each run's state and its equivalent gradwire train command
 without training.`,
 		Args: cobra.NoArgs,
@@ -55,7 +63,7 @@ without training.`,
 				return err
 			}
 			if dryRun {
-				return sweep.DryRun(cmd.OutOrStdout(), sw, results)
+				return sweep.DryRun(cmd.OutOrStdout(), sw, results, only)
 			}
 			stderr := cmd.ErrOrStderr()
 			// Failed runs do not prevent the report of the others; the
@@ -66,7 +74,10 @@ without training.`,
 			if cmd.Flags().Changed("results") {
 				command += " --results " + results
 			}
-			runErr := sweep.Execute(cmd.Context(), sw, sweep.Options{Results: results, Progress: stderr, Command: command})
+			if len(only) > 0 {
+				command += " --only " + sweep.ShellQuote(strings.Join(only, ","))
+			}
+			runErr := sweep.Execute(cmd.Context(), sw, sweep.Options{Results: results, Progress: stderr, Command: command, Only: only})
 			var failed *sweep.FailedRuns
 			if runErr != nil && !errors.As(runErr, &failed) {
 				return runErr
@@ -85,6 +96,7 @@ without training.`,
 	f := cmd.Flags()
 	f.StringVarP(&configPath, "config", "c", "", "sweep file (YAML)")
 	f.StringVar(&results, "results", sweep.DefaultResults, "results root; the sweep writes to <results>/<name>")
+	f.StringSliceVar(&only, "only", nil, "train only the variations matching these patterns (e.g. 'lars-*'); the others are left as they are")
 	f.BoolVar(&dryRun, "dry-run", false, "list the runs and their overrides without training")
 	return cmd
 }

@@ -12,7 +12,7 @@ func TestSweepAndReportHelp(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"sweep", "--help"}, []string{"--config", "--results", "--dry-run", "experiments/results", "seed-k", "summary.json", "variations"}},
+		{[]string{"sweep", "--help"}, []string{"--config", "--results", "--dry-run", "--only", "experiments/results", "seed-k", "summary.json", "variations"}},
 		{[]string{"report", "--help"}, []string{"report DIR", "runs.csv", "table.md", "test_metric.png", "accuracy_vs_compression.png", "train_loss.png", "sweep.yaml"}},
 	} {
 		out, _, err := run(t, tc.args...)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -28,6 +29,10 @@ type Options struct {
 	Results  string    // results root; the sweep writes to Results/<name>
 	Progress io.Writer // one line per run; nil = none
 	Command  string    // the command line, recorded in invocations.jsonl; "" = not recorded
+	// Only, when not empty, restricts the runs trained to the variations whose
+	// names match one of these patterns (path.Match syntax: *, ?, [a-z]); the
+	// others are left as they are. The report still covers every run.
+	Only []string
 }
 
 // state is what a run's directory already holds.
@@ -36,12 +41,19 @@ type state struct {
 	resume bool    // a checkpoint but no summary: continue from it
 	epochs int     // epochs completed at the last checkpoint (resume)
 	wall   float64 // a done run's training time (summary.json's wall_seconds)
+	// unselected: not done and left out by Options.Only, so neither trained
+	// nor counted in the time estimate.
+	unselected bool
 }
 
 func (st state) String() string {
 	switch {
 	case st.done:
 		return "done"
+	case st.unselected && st.resume:
+		return fmt.Sprintf("not selected, at epoch %d", st.epochs)
+	case st.unselected:
+		return "not selected"
 	case st.resume:
 		return fmt.Sprintf("resume from epoch %d", st.epochs)
 	}
@@ -142,20 +154,17 @@ func Execute(ctx context.Context, s *Sweep, opts Options) error {
 	if progress == nil {
 		progress = io.Discard
 	}
-	states := make([]state, len(s.Runs))
-	var errs []error
-	done := 0
-	for i, r := range s.Runs {
-		var err error
-		if states[i], err = inspect(r, r.Dir(dir)); err != nil {
-			errs = append(errs, err)
-		}
-		if states[i].done {
-			done++
-		}
+	states, err := inspectAll(s, dir, opts.Only)
+	if err != nil {
+		return err
 	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
+	done, selected := 0, 0
+	for _, st := range states {
+		if st.done {
+			done++
+		} else if !st.unselected {
+			selected++
+		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -168,7 +177,11 @@ func Execute(ctx context.Context, s *Sweep, opts Options) error {
 	if err := atomicfile.Write(filepath.Join(dir, "sweep.yaml"), append([]byte(header), rec...)); err != nil {
 		return err
 	}
-	fmt.Fprintf(progress, "sweep %s: %d runs (%d done) in %s\n", s.Name, len(s.Runs), done, dir)
+	if len(opts.Only) > 0 {
+		fmt.Fprintf(progress, "sweep %s: %d runs (%d done, %d selected by --only %s) in %s\n", s.Name, len(s.Runs), done, selected, strings.Join(opts.Only, ","), dir)
+	} else {
+		fmt.Fprintf(progress, "sweep %s: %d runs (%d done) in %s\n", s.Name, len(s.Runs), done, dir)
+	}
 	inv := newInvocation(opts.Command, time.Now())
 	inv.Skipped = done
 	t0 := time.Now()
@@ -200,6 +213,9 @@ func execute(ctx context.Context, s *Sweep, opts Options, dir string, states []s
 		switch {
 		case st.done:
 			fmt.Fprintf(progress, "%s: skipped (done)\n", tag)
+			continue
+		case st.unselected:
+			fmt.Fprintf(progress, "%s: skipped (not selected by --only)\n", tag)
 			continue
 		case st.resume:
 			fmt.Fprintf(progress, "%s: resumed from epoch %d\n", tag, st.epochs)
@@ -276,7 +292,7 @@ func (e *eta) left(runs []Run, states []state, from int) (float64, bool) {
 	total, any := 0.0, false
 	for i := from; i < len(runs); i++ {
 		st := states[i]
-		if st.done {
+		if st.done || st.unselected {
 			continue
 		}
 		times := e.byVariation[runs[i].Variation]
@@ -316,6 +332,69 @@ func (f *FailedRuns) Error() string {
 	return fmt.Sprintf("%d %s failed:\n%v", len(f.Errs), runs, errors.Join(f.Errs...))
 }
 
+// inspectAll inspects every run directory (all of them, so that a changed sweep
+// file is caught before anything trains) and marks the runs that only leaves out.
+func inspectAll(s *Sweep, dir string, only []string) ([]state, error) {
+	selected, err := s.Select(only)
+	if err != nil {
+		return nil, err
+	}
+	states := make([]state, len(s.Runs))
+	var errs []error
+	for i, r := range s.Runs {
+		var err error
+		if states[i], err = inspect(r, r.Dir(dir)); err != nil {
+			errs = append(errs, err)
+		}
+		states[i].unselected = !states[i].done && !selected[i]
+	}
+	return states, errors.Join(errs...)
+}
+
+// Select reports which runs belong to a variation matched by one of the
+// patterns (path.Match syntax); every run when there are none. A malformed
+// pattern, or one that matches no variation, is an error: a typo would
+// otherwise train nothing and say nothing.
+func (s *Sweep) Select(patterns []string) ([]bool, error) {
+	sel := make([]bool, len(s.Runs))
+	if len(patterns) == 0 {
+		for i := range sel {
+			sel[i] = true
+		}
+		return sel, nil
+	}
+	names := make([]string, len(s.Variations))
+	for i, v := range s.Variations {
+		names[i] = v.Name
+	}
+	var errs []error
+	for _, p := range patterns {
+		matched := false
+		for _, name := range names {
+			ok, err := path.Match(p, name)
+			if err != nil {
+				return nil, fmt.Errorf("--only %q: %w (expected a variation name or a pattern such as 'lars-*')", p, err)
+			}
+			matched = matched || ok
+		}
+		if !matched {
+			errs = append(errs, fmt.Errorf("--only %q matches no variation of %s (variations: %s)", p, s.Path, strings.Join(names, ", ")))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	for i, r := range s.Runs {
+		for _, p := range patterns {
+			if ok, _ := path.Match(p, r.Variation); ok {
+				sel[i] = true
+				break
+			}
+		}
+	}
+	return sel, nil
+}
+
 // runOne trains one run with its log in the run directory's train.log.
 func runOne(ctx context.Context, s *Sweep, r Run, dir string, resume bool) (*train.Summary, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -353,16 +432,22 @@ func resultText(s *train.Summary) string {
 
 // DryRun writes, for every run, its state and the equivalent gradwire train
 // command (base config, every override, run directory), without training.
-func DryRun(w io.Writer, s *Sweep, results string) error {
+// Runs that only leaves out show as "not selected".
+func DryRun(w io.Writer, s *Sweep, results string, only []string) error {
 	dir := s.Dir(results)
+	selected, err := s.Select(only)
+	if err != nil {
+		return err
+	}
 	var errs []error
 	fmt.Fprintf(w, "# sweep %s: %d runs in %s\n", s.Name, len(s.Runs), dir)
-	for _, r := range s.Runs {
+	for i, r := range s.Runs {
 		st, err := inspect(r, r.Dir(dir))
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
+		st.unselected = !st.done && !selected[i]
 		args := []string{"gradwire", "train", "--config", s.BasePath}
 		for _, kv := range r.Sets {
 			args = append(args, "--set", kv)

@@ -377,7 +377,7 @@ func TestDryRunAndInterrupt(t *testing.T) {
 	}
 	results := t.TempDir()
 	var out bytes.Buffer
-	if err := DryRun(&out, s, results); err != nil {
+	if err := DryRun(&out, s, results, nil); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
@@ -544,5 +544,95 @@ func TestETA(t *testing.T) {
 	}
 	if got := etaText(3725, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)); got != "about 1h2m0s left (ETA 2026-01-02 04:06 UTC)" {
 		t.Errorf("etaText: %q", got)
+	}
+}
+
+// TestOnlyTrainsTheSelectedVariations: --only trains the matching variations,
+// leaves the others untouched (no directory), says so in the progress and the
+// dry run, and a later sweep without --only trains the rest.
+func TestOnlyTrainsTheSelectedVariations(t *testing.T) {
+	path := tinySweep(t, "")
+	s, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := t.TempDir()
+	dir := filepath.Join(results, "tiny")
+	var progress bytes.Buffer
+	if err := Execute(context.Background(), s, Options{Results: results, Progress: &progress, Only: []string{"to*"}}); err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	out := progress.String()
+	for _, want := range []string{"(0 done, 2 selected by --only to*)", "[1/4] dense seed 1: skipped (not selected by --only)",
+		"[2/4] dense seed 2: skipped (not selected by --only)", "[3/4] topk seed 1: done in ", "[4/4] topk seed 2: done in "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("progress lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "runs", "dense")); err == nil {
+		t.Error("a variation left out by --only has a run directory")
+	}
+	for _, seed := range []string{"seed-1", "seed-2"} {
+		if _, err := os.Stat(filepath.Join(dir, "runs", "topk", seed, "summary.json")); err != nil {
+			t.Errorf("selected run topk %s: %v", seed, err)
+		}
+	}
+	// The time estimate after the first selected run counts only the second.
+	if !regexp.MustCompile(`\[3/4\] topk seed 1: done in .*; about \S+ left`).MatchString(out) {
+		t.Errorf("no time left after the first selected run:\n%s", out)
+	}
+	if strings.Contains(out[strings.Index(out, "[4/4] topk seed 2: done"):], "left") {
+		t.Errorf("time left after the last selected run, as if unselected runs were to come:\n%s", out)
+	}
+
+	var dry bytes.Buffer
+	if err := DryRun(&dry, s, results, []string{"dense"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"[1/4] dense seed 1 (new)", "[3/4] topk seed 1 (done)"} {
+		if !strings.Contains(dry.String(), want) {
+			t.Errorf("dry run lacks %q:\n%s", want, dry.String())
+		}
+	}
+	dry.Reset()
+	if err := DryRun(&dry, s, results, []string{"nothing-like-it"}); err == nil {
+		t.Error("dry run accepted a pattern that matches no variation")
+	}
+
+	rest := executeSweep(t, path, results)
+	for _, want := range []string{"[1/4] dense seed 1: running", "[3/4] topk seed 1: skipped (done)"} {
+		if !strings.Contains(rest, want) {
+			t.Errorf("sweep after --only lacks %q:\n%s", want, rest)
+		}
+	}
+}
+
+func TestSelectPatterns(t *testing.T) {
+	s, err := Load(tinySweep(t, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		only []string
+		want []bool
+		err  string
+	}{
+		{nil, []bool{true, true, true, true}, ""},
+		{[]string{"dense"}, []bool{true, true, false, false}, ""},
+		{[]string{"d*", "top?"}, []bool{true, true, true, true}, ""},
+		{[]string{"[t]*"}, []bool{false, false, true, true}, ""},
+		{[]string{"dense", "lars-*"}, nil, `--only "lars-*" matches no variation of ` + s.Path + " (variations: dense, topk)"},
+		{[]string{"[a-"}, nil, `--only "[a-": syntax error in pattern`},
+	} {
+		got, err := s.Select(tc.only)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("Select(%q): error %v, want %q", tc.only, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("Select(%q) = %v, %v; want %v", tc.only, got, err, tc.want)
+		}
 	}
 }
