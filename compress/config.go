@@ -41,6 +41,10 @@ type Config struct {
 // momentum and weight decay DGC applies locally are optim.momentum,
 // optim.nesterov and optim.weight_decay.
 type DGCConfig struct {
+	// Preset names a set of the other DGC settings (DGCPresets) that the run
+	// config loader fills in wherever the config leaves them out: "paper"
+	// (the defaults) or "recipe".
+	Preset string `mapstructure:"preset" yaml:"preset"`
 	// WeightDecayAt is where momentum correction applies weight decay:
 	// "velocity" adds wd*w to the gradient DGC accumulates (it reaches a
 	// coordinate only when that is selected), "optimizer" leaves it out of
@@ -184,7 +188,7 @@ func DefaultConfig() Config {
 		Density:  0.001,
 		Residual: true,
 		DGC: DGCConfig{
-			MomentumCorrection: true, FactorMasking: true, WarmupEpochs: 4, WarmupSchedule: "paper",
+			Preset: DGCPresetPaper, MomentumCorrection: true, FactorMasking: true, WarmupEpochs: 4, WarmupSchedule: "paper",
 			Sampling: true, SampleRatio: 0.01, WeightDecayAt: DecayAtVelocity,
 		},
 		AdaComp:  AdaCompConfig{BinConv: 50, BinFC: 500},
@@ -215,6 +219,7 @@ func (c Config) Problems() []Problem {
 	bad(!c.NarrowIndices || c.Name == "topk" || c.Name == "dgc", "narrow_indices", c.NarrowIndices,
 		fmt.Sprintf("only topk and dgc send indices (compress.name is %q)", c.Name))
 	d := c.DGC
+	ps.Add(c.presetProblems()...)
 	bad(d.ClipNorm >= 0, "dgc.clip_norm", d.ClipNorm, "must be >= 0 (0 = off)")
 	bad(d.WarmupEpochs >= 0, "dgc.warmup_epochs", d.WarmupEpochs, "must be at least 0")
 	bad(d.WarmupSchedule == "paper" || d.WarmupSchedule == "reference" || d.WarmupSchedule == "stages", "dgc.warmup_schedule", d.WarmupSchedule, "must be one of paper, reference, stages")

@@ -502,7 +502,7 @@ func TestValidateAll(t *testing.T) {
 	c.Compress.Name = "zip"
 	c.Compress.MinSize, c.Compress.Density = -1, 2
 	c.Compress.DGC.ClipNorm, c.Compress.DGC.WarmupEpochs, c.Compress.DGC.WarmupSchedule, c.Compress.DGC.SampleRatio = -1, -1, "fast", 0
-	c.Compress.DGC.WeightDecayAt = "gradient"
+	c.Compress.DGC.WeightDecayAt, c.Compress.DGC.Preset = "gradient", "fast"
 	c.Compress.AdaComp.BinConv, c.Compress.AdaComp.BinFC = 0, 0
 	c.Compress.PowerSGD.Rank, c.Compress.PowerSGD.StartIter, c.Compress.PowerSGD.MinCompressionRate, c.Compress.PowerSGD.Epsilon = 0, -1, 0, -1
 	c.Compress.TernGrad.ClipC = -1
@@ -674,6 +674,60 @@ func TestNarrowIndicesNeedsIndices(t *testing.T) {
 		}
 		if !ok && (err == nil || !strings.Contains(err.Error(), "compress.narrow_indices: true: only topk and dgc send indices")) {
 			t.Errorf("%s: err = %v, want a compress.narrow_indices problem", name, err)
+		}
+	}
+}
+
+// TestDGCPreset: compress.dgc.preset recipe fills in its keys where the file
+// and --set leave them out, each of those keeps its own value, and a preset is
+// refused for another compressor or under an unknown name.
+func TestDGCPreset(t *testing.T) {
+	def, err := configs.Load("", []string{"compress.name=dgc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := def.Compress.DGC
+	if d.Preset != "paper" || !d.FactorMasking || !d.Sampling || d.WarmupSchedule != "paper" || d.WarmupEpochs != 4 || d.ClipNorm != 0 ||
+		def.Compress.NarrowIndices || def.Compress.DenseFP16 {
+		t.Errorf("defaults are not the paper's settings: %+v", def.Compress)
+	}
+
+	path := writeFile(t, "compress:\n  name: dgc\n  dgc:\n    preset: recipe\n    clip_norm: 2\n")
+	c, err := configs.Load(path, []string{"compress.dgc.sampling=true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d = c.Compress.DGC
+	if d.Preset != "recipe" || d.FactorMasking || d.WarmupSchedule != "stages" || d.WarmupEpochs != 1 ||
+		!c.Compress.NarrowIndices || !c.Compress.DenseFP16 || !d.MomentumCorrection {
+		t.Errorf("recipe preset not applied: %+v", c.Compress)
+	}
+	if d.ClipNorm != 2 {
+		t.Errorf("clip_norm from the file = %v, want 2 (the file's value, not the preset's 5)", d.ClipNorm)
+	}
+	if !d.Sampling {
+		t.Error("--set compress.dgc.sampling=true lost to the preset")
+	}
+	// The preset from --set, on a file that sets a key it covers.
+	path = writeFile(t, "compress:\n  name: dgc\n  dgc:\n    factor_masking: true\n")
+	c, err = configs.Load(path, []string{"compress.dgc.preset=recipe"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Compress.DGC.FactorMasking || c.Compress.DGC.ClipNorm != 5 || c.Compress.DGC.Sampling {
+		t.Errorf("--set preset on a file: %+v", c.Compress.DGC)
+	}
+
+	for _, tc := range []struct {
+		sets []string
+		want string
+	}{
+		{[]string{"compress.name=topk", "compress.dgc.preset=recipe"}, `compress.dgc.preset: "recipe": applies to compress.name dgc (compress.name is "topk")`},
+		{[]string{"compress.name=dgc", "compress.dgc.preset=fast"}, `compress.dgc.preset: "fast": must be one of paper, recipe`},
+	} {
+		_, err := configs.Load("", tc.sets)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: err = %v, want %q", tc.sets, err, tc.want)
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gradwire/gradwire/compress"
 	"github.com/gradwire/gradwire/internal/problem"
 	"github.com/spf13/viper"
 	"gopkg.in/yaml.v3"
@@ -61,6 +62,13 @@ func Load(path string, sets []string) (Config, error) {
 	}
 	if len(errs) > 0 {
 		return Config{}, errors.Join(errs...)
+	}
+	// A DGC preset fills in its keys beneath the file's and the --set ones (an
+	// unknown name is reported by the validation below).
+	for key, val := range compress.DGCPresets[v.GetString("compress.dgc.preset")] {
+		if !v.InConfig(key) && !fromSet[key] {
+			v.SetDefault(key, val)
+		}
 	}
 
 	var c Config
