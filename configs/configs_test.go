@@ -496,6 +496,7 @@ func TestValidateAll(t *testing.T) {
 	c.Optim.SAMRho, c.Optim.SAMEta, c.Optim.SAMAdaptive = -1, -1, true
 	c.Train.Epochs, c.Train.LogEvery, c.Train.MaxSteps, c.Train.EvalLimit = 0, 0, -1, -1
 	c.Train.CheckpointEvery, c.Train.CheckpointMinutes, c.Train.KeepCheckpoints, c.Train.MaxLoss = -1, -1, 0, -1
+	c.Train.StallEpochs = -1
 	c.Dist.Workers, c.Dist.Replicas, c.Dist.Backend = 0, -1, "grpc"
 	c.Dist.Ranks, c.Dist.CheckEvery, c.Dist.Pipeline, c.Data.GlobalBatch = -1, 0, 0, -8
 	c.Dist.Mode, c.Dist.Staleness, c.Dist.Delay, c.Dist.DelayMean, c.Dist.Backups = "gossip", -2, "weibull", 0, -1

@@ -44,6 +44,7 @@ func Default() Config {
 			CheckpointMinutes: 0,
 			KeepCheckpoints:   3,
 			MaxLoss:           0,
+			StallEpochs:       0,
 			Mode:              TrainModeSerial,
 		},
 		Dist: DistConfig{

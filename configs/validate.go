@@ -99,6 +99,7 @@ func (c Config) problems() []problem.Problem {
 	ps.Need(t.CheckpointMinutes >= 0, "train.checkpoint_minutes", t.CheckpointMinutes, "must be >= 0 (0 = off)")
 	ps.AtLeast("train.keep_checkpoints", t.KeepCheckpoints, 1)
 	ps.Need(t.MaxLoss >= 0 && finite(t.MaxLoss), "train.max_loss", t.MaxLoss, "must be a finite value >= 0 (0 = 100 x ln(classes))")
+	ps.AtLeast("train.stall_epochs", t.StallEpochs, 0)
 
 	ps.Within("dist.workers", c.Dist.Workers, 1, maxWorkers)
 	ps.Within("dist.replicas", c.Dist.Replicas, 0, maxWorkers)

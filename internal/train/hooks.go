@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/gradwire/gradwire/configs"
@@ -43,9 +44,12 @@ type stepDone struct {
 // epochDone is where the run stands after an epoch's buffers were averaged and,
 // on rank 0, its evaluation was run.
 type epochDone struct {
-	pos  position     // at the epoch's end: epochs completed, steps, totals
-	eval *evalResult  // nil on ranks other than 0, which do not evaluate
-	res  *EpochResult // the epoch's record; nil with eval
+	pos position // at the epoch's end: epochs completed, steps, totals
+	// trainLoss is the epoch's mean training loss, the same on every rank
+	// (each step's loss is the mean over all workers).
+	trainLoss float64
+	eval      *evalResult  // nil on ranks other than 0, which do not evaluate
+	res       *EpochResult // the epoch's record; nil with eval
 }
 
 // runHooks calls f on every hook in order, stopping at the first error.
@@ -124,6 +128,66 @@ func (d *divergence) explodingLoss(epoch, step int, mean float64) error {
 	}
 	return fmt.Errorf("epoch %d step %d: worker %d: loss %v (mean over workers %v) %s",
 		epoch+1, step+1, worst, losses[worst], mean, d.bound)
+}
+
+// stallFraction of ln(classes), a uniform guess's loss, is the training loss
+// at or above which an epoch counts as stalled.
+const stallFraction = 0.99
+
+// stall stops a run whose mean training loss stays no better than a uniform
+// guess for train.stall_epochs consecutive epochs after the learning-rate
+// warm-up: a network that died (every ReLU off, say) or never started to
+// learn, which would otherwise train on to its last epoch. It runs after the
+// epoch's record and checkpoint are written, so a resumed run finds the
+// stalled epochs in its history and stops at once.
+type stall struct {
+	noHook
+	need    int     // train.stall_epochs
+	warmup  float64 // schedule.warmup_epochs: epochs up to it do not count
+	bound   float64
+	classes int
+	first   int       // the first epoch (1-based) of the current stalled run of epochs
+	losses  []float64 // their training losses
+}
+
+// newStall starts from the run's epochs so far (a resumed run's history).
+func newStall(need int, warmup float64, classes int, history []EpochResult) *stall {
+	s := &stall{need: need, warmup: warmup, classes: max(2, classes)}
+	s.bound = stallFraction * math.Log(float64(s.classes))
+	for _, e := range history {
+		s.count(e.Epoch, e.TrainLoss)
+	}
+	return s
+}
+
+// count adds epoch's (1-based) training loss to the stalled run or ends it.
+func (s *stall) count(epoch int, loss float64) {
+	if float64(epoch) <= s.warmup || !(loss >= s.bound) {
+		s.losses = s.losses[:0]
+		return
+	}
+	if len(s.losses) == 0 {
+		s.first = epoch
+	}
+	s.losses = append(s.losses, loss)
+}
+
+// check returns the stall error once enough epochs have stalled.
+func (s *stall) check() error {
+	if s.need <= 0 || len(s.losses) < s.need {
+		return nil
+	}
+	losses := make([]string, len(s.losses))
+	for i, l := range s.losses {
+		losses[i] = fmt.Sprintf("%.4f", l)
+	}
+	return fmt.Errorf("stalled: epochs %d-%d after the learning-rate warm-up had a mean training loss of %s, at or above %.4f = %.2f x ln(%d classes), no better than a uniform guess (train.stall_epochs %d); resuming repeats the stall unless the config changes (--allow-change)",
+		s.first, s.first+len(s.losses)-1, strings.Join(losses, ", "), s.bound, stallFraction, s.classes, s.need)
+}
+
+func (s *stall) afterEpoch(e *epochDone) error {
+	s.count(e.pos.epoch, e.trainLoss)
+	return s.check()
 }
 
 // agreement checks every dist.check_every steps that all replicas hold the

@@ -191,6 +191,15 @@ func (j *job) hooks(st *checkpoint, resumedFrom string) (*loopHooks, error) {
 		h.ckpt = &checkpointer{j: j, metrics: metrics, lastPath: resumedFrom, have: resumedFrom != ""}
 		h.all = append(h.all, h.ckpt)
 	}
+	if c.Train.StallEpochs > 0 {
+		// After the records and the checkpoint: the stalled epochs stay in
+		// the run's history, where a resumed run finds them.
+		stalled := newStall(c.Train.StallEpochs, c.Schedule.WarmupEpochs, j.train.Classes(), st.Epochs)
+		if err := stalled.check(); err != nil {
+			return nil, err
+		}
+		h.all = append(h.all, stalled)
+	}
 	if j.rank0 && st.Epoch < c.Train.Epochs {
 		h.prog = newProgress(j.opts.Stderr, c.Train.Progress, c.Train.Epochs, j.stepsPerEpoch, st.Epoch, st.StepInEpoch)
 		h.all = append(h.all, &progressHook{p: h.prog, globalBatch: j.globalBatch})
@@ -515,7 +524,7 @@ func (j *job) loop(ctx context.Context, st *checkpoint, h *loopHooks) (*Summary,
 		if j.workers, err = j.gatherWorkers(); err != nil {
 			return nil, err
 		}
-		done := epochDone{}
+		done := epochDone{trainLoss: lossSum / float64(j.stepsPerEpoch)}
 		if j.rank0 {
 			ev, val, err := j.evaluate(h.prog)
 			if err != nil {
