@@ -333,7 +333,7 @@ func (f *FailedRuns) Error() string {
 }
 
 // inspectAll inspects every run directory (all of them, so that a changed sweep
-// file is caught before anything trains) and marks the runs that only leaves out.
+// file is caught before anything trains) and marks the runs --only leaves out.
 func inspectAll(s *Sweep, dir string, only []string) ([]state, error) {
 	selected, err := s.Select(only)
 	if err != nil {
@@ -432,7 +432,7 @@ func resultText(s *train.Summary) string {
 
 // DryRun writes, for every run, its state and the equivalent gradwire train
 // command (base config, every override, run directory), without training.
-// Runs that only leaves out show as "not selected".
+// Runs --only leaves out show as "not selected".
 func DryRun(w io.Writer, s *Sweep, results string, only []string) error {
 	dir := s.Dir(results)
 	selected, err := s.Select(only)
