@@ -191,6 +191,8 @@ func (c Config) layerParallelProblems() []problem.Problem {
 	ps.Need(c.Dist.Backups == 0, "dist.backups", c.Dist.Backups, fmt.Sprintf(why, "dist.backups 0"))
 	ps.Need(c.Compress.Name == "none", "compress.name", c.Compress.Name, fmt.Sprintf(why, "compress.name none (the stages exchange boundary tensors, not gradients)"))
 	ps.Need(c.Optim.SAMRho == 0, "optim.sam_rho", c.Optim.SAMRho, fmt.Sprintf(why, "optim.sam_rho 0"))
+	ps.Need(c.Train.StallEpochs == 0, "train.stall_epochs", c.Train.StallEpochs,
+		fmt.Sprintf(why, "train.stall_epochs 0 (its parallel rounds minimise the stages' own objectives, not the training loss)"))
 	ps.Need(c.Dist.Backend != "mpi" || c.Dist.Ranks == 0 || c.Dist.Ranks == c.Dist.Workers, "dist.ranks", c.Dist.Ranks,
 		fmt.Sprintf(why, fmt.Sprintf("one MPI rank per stage: dist.ranks 0 or dist.workers (%d)", c.Dist.Workers)))
 	return ps

@@ -84,6 +84,7 @@ func TestLayerParallelConfigErrors(t *testing.T) {
 		{[]string{"dist.workers=10"}, "dist.workers: 10: with train.mode layer_parallel is the number of stages K: must be in [1, 9]"},
 		{[]string{"layer_parallel.serial_epochs=3"}, "layer_parallel.serial_epochs: 3: must be below train.epochs (3)"},
 		{[]string{"compress.name=topk"}, `compress.name: "topk": with train.mode layer_parallel needs compress.name none`},
+		{[]string{"train.stall_epochs=3"}, "train.stall_epochs: 3: with train.mode layer_parallel needs train.stall_epochs 0"},
 		{[]string{"train.mode=pipeline"}, `train.mode: "pipeline": must be one of serial, layer_parallel`},
 		{[]string{"layer_parallel.method=admm"}, `layer_parallel.method: "admm": must be one of penalty, augmented_lagrangian`},
 	} {
