@@ -177,6 +177,15 @@ type loopHooks struct {
 // writes records, logs epochs and shows progress.
 func (j *job) hooks(st *checkpoint, resumedFrom string) (*loopHooks, error) {
 	c := j.cfg
+	// A run that stalled before it was resumed stops here, before any file
+	// is opened.
+	var stalled *stall
+	if c.Train.StallEpochs > 0 {
+		stalled = newStall(c.Train.StallEpochs, c.Schedule.WarmupEpochs, j.train.Classes(), st.Epochs)
+		if err := stalled.check(); err != nil {
+			return nil, err
+		}
+	}
 	h := &loopHooks{div: newDivergence(c.Train.MaxLoss, j.train.Classes(), j.engine, func() int { return j.lastCkptStep })}
 	h.all = []hook{h.div, &agreement{engine: j.engine, every: c.Dist.CheckEvery}}
 	var metrics *metricsLog
@@ -191,13 +200,9 @@ func (j *job) hooks(st *checkpoint, resumedFrom string) (*loopHooks, error) {
 		h.ckpt = &checkpointer{j: j, metrics: metrics, lastPath: resumedFrom, have: resumedFrom != ""}
 		h.all = append(h.all, h.ckpt)
 	}
-	if c.Train.StallEpochs > 0 {
+	if stalled != nil {
 		// After the records and the checkpoint: the stalled epochs stay in
 		// the run's history, where a resumed run finds them.
-		stalled := newStall(c.Train.StallEpochs, c.Schedule.WarmupEpochs, j.train.Classes(), st.Epochs)
-		if err := stalled.check(); err != nil {
-			return nil, err
-		}
 		h.all = append(h.all, stalled)
 	}
 	if j.rank0 && st.Epoch < c.Train.Epochs {
