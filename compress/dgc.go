@@ -251,54 +251,6 @@ func momentumAccumulate(g, w, u, v []float32, scale float32, h Hyper) {
 	}
 }
 
-// sampleThreshold is the reference's threshold estimate: the top-th largest
-// magnitude among the samples v[offset], v[offset+stride], ... (to the end)
-// of v after
-// accumulate. It is taken before accumulating, so that accumulateSelect can
-// check every element while it is in cache: the samples are accumulated on
-// copies, by accumulate itself, so they get the same bits.
-func (c *dgc) sampleThreshold(g, w, u, v []float32, scale float32, p dgcSampling, offset int) uint32 {
-	s := &c.sel
-	gather := func(dst, src []float32) []float32 {
-		if src == nil {
-			return nil
-		}
-		dst = dst[:0]
-		for i := offset; i < len(src); i += p.stride {
-			dst = append(dst, src[i])
-		}
-		return dst
-	}
-	s.sg, s.sw, s.su, s.vals = gather(s.sg, g), gather(s.sw, w), gather(s.su, u), gather(s.vals, v)
-	c.accumulate(s.sg, s.sw, s.su, s.vals, scale)
-	thr, _ := s.sel.kth(s.vals, p.top(len(s.vals)))
-	return thr
-}
-
-// dgcBlock is the number of elements accumulateSelect accumulates before it
-// checks them: the block's v stays in L1 cache.
-const dgcBlock = 1024
-
-// accumulateSelect is accumulate followed by atLeast(v, thr), a block at a
-// time.
-func (c *dgc) accumulateSelect(g, w, u, v []float32, scale float32, thr uint32) []int32 {
-	pass := c.sel.pass[:0]
-	for a := 0; a < len(v); a += dgcBlock {
-		b := min(a+dgcBlock, len(v))
-		var ub, wb []float32
-		if u != nil {
-			ub = u[a:b]
-		}
-		if w != nil {
-			wb = w[a:b]
-		}
-		c.accumulate(g[a:b], wb, ub, v[a:b], scale)
-		pass = appendAtLeast(pass, v[a:b], thr, a)
-	}
-	c.sel.pass = pass
-	return pass
-}
-
 // Compress accumulates the step's gradient, selects each tensor's top-k of
 // |v| and encodes, per tensor in layout order, the count (uint32), the
 // indices (int32, or uint16 with compress.narrow_indices where they fit) and
@@ -341,11 +293,16 @@ func (c *dgc) encode(grad []float32, flat bool, info StepInfo) (Payload, error) 
 		v, g := c.v[lo:hi], tensorIn(grad, t, flat)
 		k := sparseK(t.Size, density)
 		var idx []int32
+		// The whole tensor is accumulated before the threshold is sampled
+		// from v: gathering the samples of g, u, v and w first (to check
+		// each block against the threshold while it is in cache) touches
+		// nearly every cache line of the four once more, and measured
+		// slower at every size.
+		c.accumulate(g, w, u, v, scale)
 		if p := dgcPlan(t.Size, density, c.cfg.SampleRatio); c.cfg.Sampling && !p.whole {
-			thr := c.sampleThreshold(g, w, u, v, scale, p, c.sampleOffset(info.Step, ti, p.stride))
-			idx = c.sel.settle(v, k, thr, c.accumulateSelect(g, w, u, v, scale, thr))
+			thr := c.sel.sampledKth(v, p, c.sampleOffset(info.Step, ti, p.stride))
+			idx = c.sel.settle(v, k, thr, c.sel.atLeast(v, thr))
 		} else {
-			c.accumulate(g, w, u, v, scale)
 			idx = c.sel.exact(v, k)
 		}
 

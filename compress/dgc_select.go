@@ -62,9 +62,6 @@ type dgcSelect struct {
 	vals []float32 // sampled magnitudes, or the values of the candidates
 	pass []int32   // indices whose magnitude reaches the threshold
 	out  []int32   // exact top-k
-	// The sampled elements' momentum, gradient and weights (dgc.encode's
-	// threshold before accumulating).
-	su, sg, sw []float32
 }
 
 // exact returns the indices of the k largest magnitudes of v in increasing
@@ -72,6 +69,19 @@ type dgcSelect struct {
 func (s *dgcSelect) exact(v []float32, k int) []int32 {
 	s.out = slices.Grow(s.out[:0], k)
 	return s.sel.topK(v, k, s.out[:k])
+}
+
+// sampledKth is the threshold estimated on the samples v[offset],
+// v[offset+stride], ... of an accumulated v: the magnitude bits of the
+// p.top-th largest.
+func (s *dgcSelect) sampledKth(v []float32, p dgcSampling, offset int) uint32 {
+	vals := s.vals[:0]
+	for i := offset; i < len(v); i += p.stride {
+		vals = append(vals, v[i])
+	}
+	s.vals = vals
+	thr, _ := s.sel.kth(vals, p.top(len(vals)))
+	return thr
 }
 
 // exactAmong is the exact top-k among the elements v[src[i]] (src increasing),
@@ -126,7 +136,7 @@ func appendAtLeast(pass []int32, v []float32, thr uint32, base int) []int32 {
 }
 
 // settle selects about k elements of v from those (pass) whose magnitude
-// reaches thr, the threshold estimated on a sample (dgc.sampleThreshold):
+// reaches thr, the threshold estimated on a sample (sampledKth):
 // when more than 1.3k pass, the exact top-k among them is taken; when fewer
 // than 0.8k pass, the threshold is lowered by 0.8 and tried again, at most
 // 10 times, after which what passes is sent. pass must be s.pass, as atLeast
