@@ -1,7 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -11,7 +14,10 @@ import (
 )
 
 func newInfluenceCmd() *cobra.Command {
-	var o train.InfluenceOptions
+	var (
+		o        train.InfluenceOptions
+		plotOnly bool
+	)
 	cmd := &cobra.Command{
 		Use:   "influence RUN_DIR [--examples N] [--last-layer] [--top LIST] [--test LIST [--proponents K] [--project D]] [--out FILE]",
 		Short: "TracIn self-influence, proponents and opponents over a run's checkpoints",
@@ -45,10 +51,32 @@ length x D per training example and saves about the gradient's length per
 test example: it is faster only with more test examples than D.
 
 Writes --out (default RUN_DIR/influence.json: every self-influence, highest
-first, and the proponents and opponents). The run must keep its epoch-end
-checkpoints: set train.keep_checkpoints to at least the epochs.`,
+first, and the proponents and opponents) and, when the run flipped labels, a
+plot of the share of the mislabelled examples found against the share of
+examples inspected in each ranking order, under --out's name with .png and
+.svg. The run must keep its epoch-end checkpoints: set train.keep_checkpoints
+to at least the epochs. --plot-only draws that plot from an earlier result
+(--out) and computes nothing.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if plotOnly {
+				jsonOut := o.Out
+				if jsonOut == "" {
+					jsonOut = filepath.Join(args[0], "influence.json")
+				}
+				b, err := os.ReadFile(jsonOut)
+				if err != nil {
+					return err
+				}
+				var res train.InfluenceResult
+				if err := json.Unmarshal(b, &res); err != nil {
+					return fmt.Errorf("%s: not an influence result: %w", jsonOut, err)
+				}
+				if res.Flipped == 0 {
+					return fmt.Errorf("%s: the run flipped no labels, so there is nothing to plot", jsonOut)
+				}
+				return plotDetection(&res, jsonOut)
+			}
 			for _, f := range o.Top {
 				if !(f > 0 && f <= 1) {
 					return fmt.Errorf("--top %v: expected fractions in (0, 1]", f)
@@ -78,6 +106,13 @@ checkpoints: set train.keep_checkpoints to at least the epochs.`,
 				res.Examples, res.Flipped, len(res.Checkpoints), strings.Join(res.Checkpoints, ", "), res.LRs, map[bool]string{true: "the last layer", false: "every parameter"}[res.LastLayer],
 				time.Since(start).Seconds())
 			if res.Flipped > 0 {
+				jsonOut := o.Out
+				if jsonOut == "" {
+					jsonOut = filepath.Join(args[0], "influence.json")
+				}
+				if err := plotDetection(res, jsonOut); err != nil {
+					return fmt.Errorf("plot of the mislabelled examples found: %w", err)
+				}
 				fmt.Fprint(out, "\n| ranking |")
 				for _, f := range o.Top {
 					fmt.Fprintf(out, " mislabelled found in the top %g%% |", 100*f)
@@ -115,6 +150,7 @@ checkpoints: set train.keep_checkpoints to at least the epochs.`,
 	f.IntVar(&o.Project, "project", 0, "random projection of the gradients to this many dimensions for the proponent scores (0 = exact)")
 	f.Uint64Var(&o.ProjectSeed, "project-seed", 1, "seed of the random projection")
 	f.StringVar(&o.Out, "out", "", "the JSON result (default RUN_DIR/influence.json)")
+	f.BoolVar(&plotOnly, "plot-only", false, "only draw the plot of the mislabelled examples found from the result in --out")
 	return cmd
 }
 

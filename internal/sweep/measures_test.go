@@ -2,7 +2,9 @@ package sweep
 
 import (
 	"encoding/json"
+	"errors"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -61,6 +63,27 @@ func TestReportMeasures(t *testing.T) {
 		if !strings.Contains(res.Table, want) {
 			t.Errorf("table.md lacks %q:\n%s", want, res.Table)
 		}
+	}
+	svg, err := os.ReadFile(filepath.Join(dir, strings.TrimSuffix(SharpnessPNG, ".png")+".svg"))
+	if err != nil {
+		t.Fatalf("no sharpness plot: %v", err)
+	}
+	for _, want := range []string{"c: eigenvalue 50, gap +11.00", "b: eigenvalue 10, gap +2.00", "a: eigenvalue 30, gap +5.00"} {
+		if !strings.Contains(string(svg), want) {
+			t.Errorf("the sharpness plot's legend lacks %q", want)
+		}
+	}
+	// Without measures the plot is not drawn, and an older one is removed.
+	for _, r := range []string{"a", "b", "c"} {
+		if err := os.Remove(filepath.Join(dir, "runs", r, "seed-1", measuresFile)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Report(dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, SharpnessPNG)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s after the measures were removed: %v", SharpnessPNG, err)
 	}
 }
 

@@ -28,6 +28,7 @@ const (
 	AccVsRatioPNG  = "accuracy_vs_compression.png"
 	AccVsLinkPNG   = "accuracy_vs_link_bytes.png"
 	TrainLossPNG   = "train_loss.png"
+	SharpnessPNG   = "sharpness_vs_gap.png"
 	recordFile     = "sweep.yaml"
 	failedFile     = "failed.txt" // a failed run's error, written by the sweep
 	summaryFile    = "summary.json"
@@ -154,6 +155,7 @@ func Report(dir string, warn io.Writer) (*Result, error) {
 		{AccVsRatioPNG, plotMetricVsCompression},
 		{AccVsLinkPNG, plotMetricVsLinkBytes},
 		{TrainLossPNG, plotTrainLoss},
+		{SharpnessPNG, plotSharpnessVsGap},
 	} {
 		fig, err := p.make(name, groups, failed)
 		if err != nil {
