@@ -296,8 +296,8 @@ func (c *dgc) encode(grad []float32, flat bool, info StepInfo) (Payload, error) 
 		// The whole tensor is accumulated before the threshold is sampled
 		// from v: gathering the samples of g, u, v and w first (to check
 		// each block against the threshold while it is in cache) touches
-		// nearly every cache line of the four once more, and measured
-		// slower at every size.
+		// nearly every cache line of the four once more, and measured as
+		// slow or slower at every size tried (BenchmarkDGCWorkers).
 		c.accumulate(g, w, u, v, scale)
 		if p := dgcPlan(t.Size, density, c.cfg.SampleRatio); c.cfg.Sampling && !p.whole {
 			thr := c.sel.sampledKth(v, p, c.sampleOffset(info.Step, ti, p.stride))

@@ -19,7 +19,7 @@ func newInfluenceCmd() *cobra.Command {
 		plotOnly bool
 	)
 	cmd := &cobra.Command{
-		Use:   "influence RUN_DIR [--examples N] [--last-layer] [--top LIST] [--test LIST [--proponents K] [--project D]] [--out FILE]",
+		Use:   "influence RUN_DIR [--examples N] [--last-layer] [--top LIST] [--test LIST [--proponents K] [--project D]] [--out FILE] [--plot-only]",
 		Short: "TracIn self-influence, proponents and opponents over a run's checkpoints",
 		Long: `TracInCP (Pruthi et al., NeurIPS 2020): the influence of a training example z
 on an example z' is the sum over the run's epoch-end checkpoints t of
@@ -59,10 +59,15 @@ to at least the epochs. --plot-only draws that plot from an earlier result
 (--out) and computes nothing.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			jsonOut := o.Out
+			if jsonOut == "" {
+				jsonOut = filepath.Join(args[0], "influence.json")
+			}
 			if plotOnly {
-				jsonOut := o.Out
-				if jsonOut == "" {
-					jsonOut = filepath.Join(args[0], "influence.json")
+				for _, name := range []string{"examples", "last-layer", "seed", "top", "test", "proponents", "project", "project-seed"} {
+					if cmd.Flags().Changed(name) {
+						return fmt.Errorf("--plot-only draws an earlier result and computes nothing: --%s does not apply", name)
+					}
 				}
 				b, err := os.ReadFile(jsonOut)
 				if err != nil {
@@ -106,10 +111,6 @@ to at least the epochs. --plot-only draws that plot from an earlier result
 				res.Examples, res.Flipped, len(res.Checkpoints), strings.Join(res.Checkpoints, ", "), res.LRs, map[bool]string{true: "the last layer", false: "every parameter"}[res.LastLayer],
 				time.Since(start).Seconds())
 			if res.Flipped > 0 {
-				jsonOut := o.Out
-				if jsonOut == "" {
-					jsonOut = filepath.Join(args[0], "influence.json")
-				}
 				if err := plotDetection(res, jsonOut); err != nil {
 					return fmt.Errorf("plot of the mislabelled examples found: %w", err)
 				}
