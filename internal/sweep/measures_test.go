@@ -171,3 +171,29 @@ variations:
 		}
 	}
 }
+
+// TestLog10TicksLabels: under one decade every tick is labelled; over three,
+// the powers of ten alone; between, 1, 2 and 5.
+func TestLog10TicksLabels(t *testing.T) {
+	labels := func(lo, hi float64) []string {
+		var out []string
+		for _, tk := range (log10Ticks{}).Ticks(math.Log10(lo), math.Log10(hi)) {
+			if tk.Label != "" {
+				out = append(out, tk.Label)
+			}
+		}
+		return out
+	}
+	for _, c := range []struct {
+		lo, hi float64
+		want   []string
+	}{
+		{2.06, 11.1, []string{"3", "4", "5", "6", "7", "8", "9", "10"}},
+		{1.5, 300, []string{"2", "5", "10", "20", "50", "100", "200"}},
+		{0.5, 5000, []string{"1", "10", "100", "1000"}},
+	} {
+		if got := labels(c.lo, c.hi); !slices.Equal(got, c.want) {
+			t.Errorf("%g to %g: labels %v, want %v", c.lo, c.hi, got, c.want)
+		}
+	}
+}

@@ -570,6 +570,9 @@ type log10Ticks struct{}
 
 func (log10Ticks) Ticks(lo, hi float64) []plot.Tick {
 	few := hi-lo <= 3
+	// Under one decade every tick is labelled: 1, 2 and 5 alone may leave
+	// one or two labels on the axis.
+	dense := hi-lo < 1
 	var ticks []plot.Tick
 	for e := math.Floor(lo); e <= math.Ceil(hi); e++ {
 		for m := 1.0; m < 10; m++ {
@@ -578,7 +581,7 @@ func (log10Ticks) Ticks(lo, hi float64) []plot.Tick {
 			if t.Value < lo || t.Value > hi {
 				continue
 			}
-			if m == 1 || few && (m == 2 || m == 5) {
+			if m == 1 || few && (m == 2 || m == 5) || dense {
 				t.Label = strconv.FormatFloat(v, 'g', -1, 64)
 			}
 			ticks = append(ticks, t)
