@@ -29,6 +29,8 @@ type Net struct {
 	dt        tensor.Dtype
 	tokens    bool // input is token ids, fed to the graph as one-hot rows
 	opWorkers int  // goroutines each fast op splits its work over
+	// evalOpWorkers is the evaluation graph's; < 1 means opWorkers.
+	evalOpWorkers int
 
 	train, eval *graph
 	tm, em      G.VM
@@ -85,8 +87,21 @@ func WithOpWorkers(n int) Option {
 	return func(net *Net) { net.opWorkers = n }
 }
 
+// WithEvalOpWorkers sets how many goroutines each fast op of the evaluation
+// graph (Predict) splits its work over; n < 1, the default, means the training
+// graph's (WithOpWorkers). A trainer whose replicas train in parallel but
+// evaluate on one of them while the others wait passes GOMAXPROCS, so that
+// evaluation uses every core. Results do not depend on it.
+func WithEvalOpWorkers(n int) Option {
+	return func(net *Net) { net.evalOpWorkers = n }
+}
+
 // OpWorkers is the number of goroutines each of the Net's fast ops uses.
 func (n *Net) OpWorkers() int { return n.train.b.ws.Workers() }
+
+// EvalOpWorkers is the number of goroutines each fast op of the evaluation
+// graph uses.
+func (n *Net) EvalOpWorkers() int { return n.eval.b.ws.Workers() }
 
 // New builds the named model for the given input, training batch and evaluation
 // batch (0 = same as batch), with parameters initialised from seed.
@@ -240,7 +255,11 @@ func (n *Net) build(e entry, batch int, training bool) (g *graph, err error) {
 			err = fmt.Errorf("model %s: %w", n.cfg.Name, be.err)
 		}
 	}()
-	b := newBuilder(n.cfg, n.dt, training, n.opWorkers)
+	workers := n.opWorkers
+	if !training && n.evalOpWorkers >= 1 {
+		workers = n.evalOpWorkers
+	}
+	b := newBuilder(n.cfg, n.dt, training, workers)
 	g = &graph{b: b, classes: n.in.Classes, rowsPerEx: n.in.YLen}
 	if n.tokens {
 		g.x = b.input("x", batch*n.in.YLen, n.in.Classes)

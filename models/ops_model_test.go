@@ -332,13 +332,83 @@ func TestWithOpWorkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := three.OpWorkers(); got != 3 || three.eval.b.ws.Workers() != 3 {
-		t.Errorf("WithOpWorkers(3): train graph %d, eval graph %d workers", got, three.eval.b.ws.Workers())
+	if got := three.OpWorkers(); got != 3 || three.EvalOpWorkers() != 3 {
+		t.Errorf("WithOpWorkers(3): train graph %d, eval graph %d workers", got, three.EvalOpWorkers())
+	}
+	split, err := New(Config{Name: "lenet5"}, in, 2, 0, 1, WithOpWorkers(1), WithEvalOpWorkers(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if split.OpWorkers() != 1 || split.EvalOpWorkers() != 2 {
+		t.Errorf("WithOpWorkers(1), WithEvalOpWorkers(2): train graph %d, eval graph %d workers", split.OpWorkers(), split.EvalOpWorkers())
 	}
 	if got, want := def.OpWorkers(), runtime.GOMAXPROCS(0); got != want {
 		t.Errorf("default: %d workers, want GOMAXPROCS %d", got, want)
 	}
 	if got := three.OpWorkers(); got != 3 {
 		t.Errorf("building a second net changed the first's workers to %d", got)
+	}
+}
+
+// TestPredictWorkerCountInvariant evaluates every registered model after a
+// training step (so BatchNorm's running statistics are not the initial ones)
+// with 1, 2 and 3 goroutines a fast op in the evaluation graph, at an
+// evaluation batch of 7 (uneven splits): the logits agree bit for bit, so a
+// trainer may evaluate on more cores than it trains a replica on.
+func TestPredictWorkerCountInvariant(t *testing.T) {
+	image := Input{Shape: []int{3, 12, 12}, Classes: 10, YLen: 1}
+	fashion := Input{Shape: []int{1, 28, 28}, Classes: 10, YLen: 1}
+	text := Input{Shape: []int{9}, Classes: 20, YLen: 9}
+	cases := []struct {
+		cfg Config
+		in  Input
+	}{
+		{Config{Name: "mlp", Hidden: []int{24, 16}}, image},
+		{Config{Name: "lenet5"}, fashion},
+		{Config{Name: "resnet20"}, image},
+		{Config{Name: "resnet32"}, image},
+		{Config{Name: "resnet56"}, image},
+		{Config{Name: "lstm", HiddenSize: 16}, image},
+		{Config{Name: "charlstm", HiddenSize: 16, Layers: 2, EmbedDim: 8}, text},
+	}
+	const batch, evalBatch = 4, 7
+	seen := map[string]bool{}
+	for _, c := range cases {
+		seen[c.cfg.Name] = true
+		tokens := c.cfg.Name == "charlstm"
+		x, y := randomBatch(1, batch, c.in, tokens)
+		ex, _ := randomBatch(2, evalBatch, c.in, tokens)
+		var want []float32
+		for _, w := range []int{1, 2, 3} {
+			n, err := New(c.cfg, c.in, batch, evalBatch, 5, WithOpWorkers(1), WithEvalOpWorkers(w))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := n.EvalOpWorkers(); got != w {
+				t.Fatalf("%s: evaluation graph has %d workers, want %d", c.cfg.Name, got, w)
+			}
+			if _, err := n.Step(x, y); err != nil {
+				t.Fatal(err)
+			}
+			logits := make([]float32, evalBatch*c.in.YLen*c.in.Classes)
+			if err := n.Predict(ex, logits); err != nil {
+				t.Fatal(err)
+			}
+			if want == nil {
+				want = logits
+				continue
+			}
+			for i := range want {
+				if math.Float32bits(logits[i]) != math.Float32bits(want[i]) {
+					t.Errorf("%s, %d evaluation workers: logit %d = %v, with 1 worker %v", c.cfg.Name, w, i, logits[i], want[i])
+					break
+				}
+			}
+		}
+	}
+	for _, name := range Names() {
+		if !seen[name] {
+			t.Errorf("model %s is not checked", name)
+		}
 	}
 }

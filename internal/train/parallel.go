@@ -143,7 +143,12 @@ func (j *job) setupReplicas(ctx context.Context, in models.Input, evalBatch int)
 		if err := ctx.Err(); err != nil {
 			return err // a signal during a long build
 		}
-		net, err := models.New(j.cfg.Model, in, j.cfg.WorkerBatch(), evalBatch, j.cfg.Seed, opWorkers)
+		opts := []models.Option{opWorkers}
+		if r == 0 {
+			// Replica 0 evaluates while the others wait: on every core.
+			opts = append(opts, models.WithEvalOpWorkers(runtime.GOMAXPROCS(0)))
+		}
+		net, err := models.New(j.cfg.Model, in, j.cfg.WorkerBatch(), evalBatch, j.cfg.Seed, opts...)
 		if err != nil {
 			return err
 		}
