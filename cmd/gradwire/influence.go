@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/gradwire/gradwire/internal/train"
 )
@@ -64,10 +65,14 @@ to at least the epochs. --plot-only draws that plot from an earlier result
 				jsonOut = filepath.Join(args[0], "influence.json")
 			}
 			if plotOnly {
-				for _, name := range []string{"examples", "last-layer", "seed", "top", "test", "proponents", "project", "project-seed"} {
-					if cmd.Flags().Changed(name) {
-						return fmt.Errorf("--plot-only draws an earlier result and computes nothing: --%s does not apply", name)
+				var computing []string
+				cmd.Flags().Visit(func(f *pflag.Flag) {
+					if f.Name != "out" && f.Name != "plot-only" {
+						computing = append(computing, "--"+f.Name)
 					}
+				})
+				if len(computing) > 0 {
+					return fmt.Errorf("--plot-only draws an earlier result and computes nothing: %s does not apply", strings.Join(computing, ", "))
 				}
 				b, err := os.ReadFile(jsonOut)
 				if err != nil {
