@@ -215,27 +215,49 @@ func (c *dgc) accumulate(g, w, u, v []float32, scale float32) {
 // plain accumulation v += g*scale. w is read only when h.WeightDecay != 0.
 func momentumAccumulate(g, w, u, v []float32, scale float32, h Hyper) {
 	m, wd := float32(h.Momentum), float32(h.WeightDecay)
-	// Equal lengths, resliced in each case: no bounds checks in the loops.
-	g = g[:len(v)]
+	mode := dgcAccPlain
 	switch {
 	case u == nil:
+	case wd == 0 && h.Nesterov:
+		mode = dgcAccNesterov
+	case wd == 0:
+		mode = dgcAccMomentum
+	case h.Nesterov:
+		mode = dgcAccNesterovWD
+	default:
+		mode = dgcAccMomentumWD
+	}
+	// The vector loop takes the whole vectors, the Go loops the rest.
+	if n := dgcAccumulateVec(g, w, u, v, scale, m, wd, mode); n > 0 {
+		g, v = g[n:], v[n:]
+		if u != nil {
+			u = u[n:]
+		}
+		if mode == dgcAccMomentumWD || mode == dgcAccNesterovWD {
+			w = w[n:]
+		}
+	}
+	// Equal lengths, resliced in each case: no bounds checks in the loops.
+	g = g[:len(v)]
+	switch mode {
+	case dgcAccPlain:
 		for i := range v {
 			v[i] += g[i] * scale
 		}
-	case wd == 0 && h.Nesterov:
+	case dgcAccNesterov:
 		u = u[:len(v)]
 		for i := range v {
 			gi := g[i] * scale
 			u[i] = (u[i] + gi) * m
 			v[i] += u[i] + gi
 		}
-	case wd == 0:
+	case dgcAccMomentum:
 		u = u[:len(v)]
 		for i := range v {
 			u[i] = m*u[i] + g[i]*scale
 			v[i] += u[i]
 		}
-	case h.Nesterov:
+	case dgcAccNesterovWD:
 		u, w = u[:len(v)], w[:len(v)]
 		for i := range v {
 			gi := g[i]*scale + wd*w[i]
@@ -250,6 +272,16 @@ func momentumAccumulate(g, w, u, v []float32, scale float32, h Hyper) {
 		}
 	}
 }
+
+// Modes of momentumAccumulate's loops (and of the vector loop,
+// dgcAccumulateVec).
+const (
+	dgcAccPlain      = iota // v += g*scale
+	dgcAccMomentum          // u = m*u + g*scale, v += u
+	dgcAccNesterov          // u = (u + g*scale)*m, v += u + g*scale
+	dgcAccMomentumWD        // u = m*u + (g*scale + wd*w), v += u
+	dgcAccNesterovWD        // u = (u + g')*m, v += u + g', g' = g*scale + wd*w
+)
 
 // Compress accumulates the step's gradient, selects each tensor's top-k of
 // |v| and encodes, per tensor in layout order, the count (uint32), the

@@ -113,7 +113,7 @@ func (s *dgcSelect) atLeast(v []float32, thr uint32) []int32 {
 // when key < thr, so the AND of eight differences keeps it only when all
 // eight are below.
 func appendAtLeast(pass []int32, v []float32, thr uint32, base int) []int32 {
-	i := 0
+	pass, i := appendAtLeastVec(pass, v, thr, base) // the whole vectors, where the CPU has them
 	for ; i+8 <= len(v); i += 8 {
 		b := v[i : i+8 : i+8]
 		below := (magnitudeKey(b[0]) - thr) & (magnitudeKey(b[1]) - thr) & (magnitudeKey(b[2]) - thr) & (magnitudeKey(b[3]) - thr) &

@@ -834,36 +834,50 @@ func BenchmarkDGCWorkers(b *testing.B) {
 		name  string
 		sizes []int
 	}{{"lenet5", []int{2400, 48000, 10080}}, {"mlp", []int{401408, 131072}}} {
-		b.Run(m.name, func(b *testing.B) {
-			cfg := dgcTestConfig(0.001)
-			cfg.DGC.Sampling = true
-			var cs []*dgc
-			for range 8 {
-				cs = append(cs, dgcBuild(b, cfg, m.sizes, 8, 0, Hyper{Momentum: 0.9, WeightDecay: 5e-4}))
-			}
-			n := cs[0].flatEnd()
-			rng := rand.New(rand.NewPCG(1, 2))
-			params := make([]float32, n)
-			for i := range params {
-				params[i] = float32(rng.NormFloat64())
-			}
-			grads := make([][]float32, len(cs))
-			for w := range grads {
-				grads[w] = make([]float32, n)
-				for i := range grads[w] {
-					grads[w][i] = float32(rng.NormFloat64())
+		for _, loops := range []string{"vector", "go"} {
+			b.Run(m.name+"/"+loops, func(b *testing.B) {
+				if loops == "vector" && !dgcVector {
+					b.Skip("this CPU runs the Go loops only")
 				}
-			}
-			step := 0
-			for b.Loop() {
-				for w, c := range cs {
-					info := StepInfo{Step: step, StepsPerEpoch: 1 << 20, Workers: len(cs), Params: params}
-					if _, err := c.Encode(0, grads[w], Combined{}, info); err != nil {
-						b.Fatal(err)
-					}
+				if loops == "go" {
+					defer func(was bool) { dgcVector = was }(dgcVector)
+					dgcVector = false
 				}
-				step++
+				benchDGCWorkers(b, m.sizes)
+			})
+		}
+	}
+}
+
+// benchDGCWorkers encodes steps of eight DGC workers on tensors of the sizes.
+func benchDGCWorkers(b *testing.B, sizes []int) {
+	cfg := dgcTestConfig(0.001)
+	cfg.DGC.Sampling = true
+	var cs []*dgc
+	for range 8 {
+		cs = append(cs, dgcBuild(b, cfg, sizes, 8, 0, Hyper{Momentum: 0.9, WeightDecay: 5e-4}))
+	}
+	n := cs[0].flatEnd()
+	rng := rand.New(rand.NewPCG(1, 2))
+	params := make([]float32, n)
+	for i := range params {
+		params[i] = float32(rng.NormFloat64())
+	}
+	grads := make([][]float32, len(cs))
+	for w := range grads {
+		grads[w] = make([]float32, n)
+		for i := range grads[w] {
+			grads[w][i] = float32(rng.NormFloat64())
+		}
+	}
+	step := 0
+	for b.Loop() {
+		for w, c := range cs {
+			info := StepInfo{Step: step, StepsPerEpoch: 1 << 20, Workers: len(cs), Params: params}
+			if _, err := c.Encode(0, grads[w], Combined{}, info); err != nil {
+				b.Fatal(err)
 			}
-		})
+		}
+		step++
 	}
 }

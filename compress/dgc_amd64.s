@@ -1,0 +1,156 @@
+#include "textflag.h"
+
+// DGC's vector loops, eight float32 lanes at a time. The accumulate loops do
+// each element's arithmetic as momentumAccumulate's Go loops do it (multiply,
+// then add). n is a multiple of 8.
+
+// func dgcAccumulateAVX2(grad, w, u, v *float32, n int, scale, m, wd float32, mode int)
+TEXT ·dgcAccumulateAVX2(SB), NOSPLIT, $0-64
+	MOVQ         grad+0(FP), SI
+	MOVQ         w+8(FP), R8
+	MOVQ         u+16(FP), DI
+	MOVQ         v+24(FP), DX
+	MOVQ         n+32(FP), CX
+	VBROADCASTSS scale+40(FP), Y10
+	VBROADCASTSS m+44(FP), Y11
+	VBROADCASTSS wd+48(FP), Y12
+	MOVQ         mode+56(FP), BX
+	XORQ         AX, AX
+	CMPQ         BX, $1
+	JEQ          momentum
+	CMPQ         BX, $2
+	JEQ          nesterov
+	CMPQ         BX, $3
+	JEQ          momentumWD
+	CMPQ         BX, $4
+	JEQ          nesterovWD
+
+	// v += g*scale
+plain:
+	CMPQ    AX, CX
+	JGE     done
+	VMULPS  (SI)(AX*4), Y10, Y1
+	VADDPS  (DX)(AX*4), Y1, Y2
+	VMOVUPS Y2, (DX)(AX*4)
+	ADDQ    $8, AX
+	JMP     plain
+
+	// u = m*u + g*scale; v += u
+momentum:
+	CMPQ    AX, CX
+	JGE     done
+	VMULPS  (DI)(AX*4), Y11, Y0
+	VMULPS  (SI)(AX*4), Y10, Y1
+	VADDPS  Y1, Y0, Y0
+	VMOVUPS Y0, (DI)(AX*4)
+	VADDPS  (DX)(AX*4), Y0, Y2
+	VMOVUPS Y2, (DX)(AX*4)
+	ADDQ    $8, AX
+	JMP     momentum
+
+	// gi = g*scale; u = (u + gi)*m; v += u + gi
+nesterov:
+	CMPQ    AX, CX
+	JGE     done
+	VMULPS  (SI)(AX*4), Y10, Y1
+	VADDPS  (DI)(AX*4), Y1, Y0
+	VMULPS  Y11, Y0, Y0
+	VMOVUPS Y0, (DI)(AX*4)
+	VADDPS  Y1, Y0, Y0
+	VADDPS  (DX)(AX*4), Y0, Y2
+	VMOVUPS Y2, (DX)(AX*4)
+	ADDQ    $8, AX
+	JMP     nesterov
+
+	// gi = g*scale + wd*w; u = m*u + gi; v += u
+momentumWD:
+	CMPQ    AX, CX
+	JGE     done
+	VMULPS  (SI)(AX*4), Y10, Y1
+	VMULPS  (R8)(AX*4), Y12, Y3
+	VADDPS  Y3, Y1, Y1
+	VMULPS  (DI)(AX*4), Y11, Y0
+	VADDPS  Y1, Y0, Y0
+	VMOVUPS Y0, (DI)(AX*4)
+	VADDPS  (DX)(AX*4), Y0, Y2
+	VMOVUPS Y2, (DX)(AX*4)
+	ADDQ    $8, AX
+	JMP     momentumWD
+
+	// gi = g*scale + wd*w; u = (u + gi)*m; v += u + gi
+nesterovWD:
+	CMPQ    AX, CX
+	JGE     done
+	VMULPS  (SI)(AX*4), Y10, Y1
+	VMULPS  (R8)(AX*4), Y12, Y3
+	VADDPS  Y3, Y1, Y1
+	VADDPS  (DI)(AX*4), Y1, Y0
+	VMULPS  Y11, Y0, Y0
+	VMOVUPS Y0, (DI)(AX*4)
+	VADDPS  Y1, Y0, Y0
+	VADDPS  (DX)(AX*4), Y0, Y2
+	VMOVUPS Y2, (DX)(AX*4)
+	ADDQ    $8, AX
+	JMP     nesterovWD
+
+done:
+	VZEROUPPER
+	RET
+
+// func dgcNextAtLeastAVX2(v *float32, n int, thrBelow uint32) (block int, mask uint32)
+// Magnitude bits (sign cleared) compared as int32 with thrBelow: both lie in
+// [0, 2^31) but for thrBelow = -1, which every magnitude exceeds. Sixteen
+// elements a test; the block of eight that passes is found after.
+TEXT ·dgcNextAtLeastAVX2(SB), NOSPLIT, $0-36
+	MOVQ         v+0(FP), SI
+	MOVQ         n+8(FP), CX
+	MOVL         thrBelow+16(FP), R10
+	VMOVD        R10, X1
+	VPBROADCASTD X1, Y1
+	VPCMPEQD     Y2, Y2, Y2
+	VPSRLD       $1, Y2, Y2
+	XORQ         AX, AX
+	MOVQ         CX, R9
+	ANDQ         $-16, R9
+
+pairs:
+	CMPQ     AX, R9
+	JGE      single
+	VPAND    (SI)(AX*4), Y2, Y3
+	VPCMPGTD Y1, Y3, Y3
+	VPAND    32(SI)(AX*4), Y2, Y4
+	VPCMPGTD Y1, Y4, Y4
+	VPOR     Y3, Y4, Y5
+	VPTEST   Y5, Y5
+	JNZ      pairFound
+	ADDQ     $16, AX
+	JMP      pairs
+
+pairFound:
+	VMOVMSKPS Y3, DX
+	TESTL     DX, DX
+	JNZ       found
+	ADDQ      $8, AX
+	VMOVMSKPS Y4, DX
+	JMP       found
+
+single:
+	CMPQ      AX, CX
+	JGE       none
+	VPAND     (SI)(AX*4), Y2, Y3
+	VPCMPGTD  Y1, Y3, Y3
+	VMOVMSKPS Y3, DX
+	TESTL     DX, DX
+	JNZ       found
+	ADDQ      $8, AX
+	JMP       single
+
+none:
+	MOVQ CX, AX
+	XORL DX, DX
+
+found:
+	MOVQ AX, block+24(FP)
+	MOVL DX, mask+32(FP)
+	VZEROUPPER
+	RET
