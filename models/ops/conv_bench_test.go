@@ -153,3 +153,45 @@ func BenchmarkShiftedTaps(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFilterGradDot times the filter gradient of LeNet-5's and
+// ResNet-20's stride-1 convolutions (on 28x28 inputs, 32 samples, one
+// worker, the op's own plan) with the kernel's dot-product form allowed
+// (where useDot takes it) and withheld: the choice useDot makes per shape.
+func BenchmarkFilterGradDot(b *testing.B) {
+	kern := sgemmAsm
+	if kern == nil || kern.dot == nil {
+		b.Skip("no dot-product kernel on this CPU")
+	}
+	dot := kern.dot
+	defer func() { kern.dot = dot }()
+	for _, g0 := range []convGeom{
+		{c: 1, h: 28, w: 28, k: 5, stride: 1, pad: 2, oc: 6},
+		{c: 6, h: 14, w: 14, k: 5, stride: 1, pad: 0, oc: 16},
+		{c: 16, h: 28, w: 28, k: 3, stride: 1, pad: 1, oc: 16},
+		{c: 32, h: 14, w: 14, k: 3, stride: 1, pad: 1, oc: 32},
+	} {
+		g := g0
+		g.n = 32
+		g.oh = (g.h+2*g.pad-g.k)/g.stride + 1
+		g.ow = (g.w+2*g.pad-g.k)/g.stride + 1
+		rng := rand.New(rand.NewPCG(1, 2))
+		x, dy := f32s(randSlice(rng, g.n*g.c*g.h*g.w)), f32s(randSlice(rng, g.n*g.oc*g.oh*g.ow))
+		dw := make([]float32, g.oc*g.c*g.k*g.k)
+		ws := NewWorkspace(1)
+		p := newShiftPlan[float32](&g, shiftFilterGrad)
+		for _, on := range []bool{true, false} {
+			name := fmt.Sprintf("c%d_k%d_%dx%d_oc%d/dot=%v", g.c, g.k, g.h, g.w, g.oc, on)
+			b.Run(name, func(b *testing.B) {
+				kern.dot = nil
+				if on {
+					kern.dot = dot
+				}
+				defer cpuMetric(b)()
+				for b.Loop() {
+					shiftedFilterGrad(&p, ws, x, dy, dw)
+				}
+			})
+		}
+	}
+}

@@ -131,3 +131,37 @@ func BenchmarkSGEMM(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSGEMMDot times the products useDot decides, op(a)·bᵀ, in both
+// forms of each kernel that has a dot-product form: the packed panels (dot
+// false) and the dot products (dot true), over m for the k of the models'
+// products, so that useDot's bound can be read off per kernel.
+func BenchmarkSGEMMDot(b *testing.B) {
+	rng := rand.New(rand.NewPCG(2, 2))
+	for _, kern := range sgemmKernels {
+		if kern.dot == nil {
+			continue
+		}
+		for _, s := range [][3]int{ // m, n, k
+			{6, 5, 896}, {16, 30, 140}, {64, 30, 140}, {128, 30, 140}, {64, 5, 896}, {16, 16, 840}, {16, 16, 224}, {32, 784, 512}, {128, 784, 512},
+			{32, 256, 10}, {8, 64, 128}, {16, 64, 128}, {32, 64, 128}, {8, 64, 512}, {16, 64, 512}, {32, 64, 512}, {64, 64, 512},
+		} {
+			g := newGEMMCase(rng, false, true, s[0], s[1], s[2], 0, 1, 0)
+			for _, dot := range []bool{false, true} {
+				b.Run(fmt.Sprintf("%s/m%d_n%d_k%d/dot=%v", kern.name, g.m, g.n, g.k, dot), func(b *testing.B) {
+					c := make([]float32, len(g.c))
+					runtime.LockOSThread()
+					defer runtime.UnlockOSThread()
+					cpu0 := threadCPUTime()
+					for b.Loop() {
+						sgemmChecked(kern, dot, false, true, g.m, g.n, g.k, 1, g.a, g.lda, g.b, g.ldb, 0, c, g.ldc)
+					}
+					gflop := 2 * float64(g.m*g.n*g.k) * float64(b.N) / 1e9
+					if cpu := threadCPUTime() - cpu0; cpu > 0 {
+						b.ReportMetric(gflop/cpu.Seconds(), "GFLOP/s-cpu")
+					}
+				})
+			}
+		}
+	}
+}

@@ -201,7 +201,7 @@ func checkGEMM(tA, tB bool, m, n, k int, la, lda, lb, ldb, lc, ldc int) {
 // goroutine with the micro-kernel kern; beta 0 does not read c.
 func sgemm(kern *sgemmKernel, tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	checkGEMM(tA, tB, m, n, k, len(a), lda, len(b), ldb, len(c), ldc)
-	sgemmChecked(kern, kern.useDot(tA, tB, m, k), tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	sgemmChecked(kern, kern.useDot(tA, tB, m, n, k), tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
 // useDot reports whether a product takes the kernel's dot-product form: it
@@ -209,9 +209,14 @@ func sgemm(kern *sgemmKernel, tA, tB bool, m, n, k int, alpha float32, a []float
 // (b's transposed panels would serve few tiles) and k long (the lanes' final
 // sum is spread over many steps). Measured on AVX-512 over m 4..64, n 25..512
 // and k 64..1024: the dot form wins from k ≈ 16·m on, by up to 2.5x at m 4
-// and 1.3x at m 16, k 1024, and loses up to 2x at m 64, k 64.
-func (kern *sgemmKernel) useDot(tA, tB bool, m, k int) bool {
-	return kern.dot != nil && !tA && tB && k >= 128 && k >= 16*m
+// and 1.3x at m 16, k 1024, and loses up to 2x at m 64, k 64. The AVX2
+// kernel's crossover is about the same (BenchmarkSGEMMDot on a Zen 3: 54-59
+// against 48 GFLOP/s at m 16, n 16, k 840; 45 against 64 at k 224). With
+// fewer than 8 rows of b the packed form transposes them one value at a time
+// (packTranspose's ragged edge), and the dot form wins at every m measured
+// (m 6, n 5, k 896: 35-39 against 4.4 GFLOP/s; m 64: 46-52 against 16-19).
+func (kern *sgemmKernel) useDot(tA, tB bool, m, n, k int) bool {
+	return kern.dot != nil && !tA && tB && k >= 128 && (k >= 16*m || n < 8)
 }
 
 // sgemmChecked is sgemm on checked operands, in the dot-product form when
@@ -351,7 +356,7 @@ func sgemmSplit(fallback blas.Float32Level3, tA, tB blas.Transpose, m, n, k int,
 	}
 	ta, tb := isTrans(tA), isTrans(tB)
 	checkGEMM(ta, tb, m, n, k, len(a), lda, len(b), ldb, len(c), ldc)
-	dot := kern.useDot(ta, tb, m, k)
+	dot := kern.useDot(ta, tb, m, n, k)
 	w := runtime.GOMAXPROCS(0)
 	if w < 2 || m*n*k < sgemmParallelMin {
 		sgemmChecked(kern, dot, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)

@@ -42,6 +42,13 @@ func PackT(dst *float32, ldd int, src *float32, lds, rows, cols int)
 //go:noescape
 func SgemmDotAVX512(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc, mr, nr int, alpha, beta float32)
 
+// SgemmDotAVX2 is SgemmDotAVX512's 8×2 tile in AVX2 and FMA: each value a
+// dot product summed 8 lanes wide, the last k mod 8 values loaded under a
+// mask.
+//
+//go:noescape
+func SgemmDotAVX2(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc, mr, nr int, alpha, beta float32)
+
 // SgemmTapsAVX512 computes 8 rows of C by two segments of up to 16 columns
 // (n1 at c, n2 at c + c2) of the sum over taps t of A_t·B_t: A_t's k columns
 // follow A_{t-1}'s in each row of a (row stride ars), B_t is k rows (stride

@@ -898,3 +898,165 @@ t6next:
 t6done:
 	VZEROUPPER
 	RET
+
+// ---------------------------------------------------------------------------
+// AVX2 + FMA dot-product kernel: the 8×2 tile of SgemmDotAVX512 in two halves
+// of 4×2, each value a dot product summed 8 lanes wide in its own accumulator
+// (Y0..Y7: c[i, j] in Y(2i+j)), A's rows at SI, AX, BX, R8 (rows at or past
+// mr repeat row 0), B's at DI and R10. The last k mod 8 values load under the
+// mask Y15 (lanes below k mod 8), the others as zeros.
+
+DATA dotlanes<>+0(SB)/4, $0
+DATA dotlanes<>+4(SB)/4, $1
+DATA dotlanes<>+8(SB)/4, $2
+DATA dotlanes<>+12(SB)/4, $3
+DATA dotlanes<>+16(SB)/4, $4
+DATA dotlanes<>+20(SB)/4, $5
+DATA dotlanes<>+24(SB)/4, $6
+DATA dotlanes<>+28(SB)/4, $7
+GLOBL dotlanes<>(SB), RODATA|NOPTR, $32
+
+#define DOT4x2(load) \
+	load(DI, Y8);                \
+	load(R10, Y9);               \
+	load(SI, Y10);               \
+	VFMADD231PS Y8, Y10, Y0;     \
+	VFMADD231PS Y9, Y10, Y1;     \
+	load(AX, Y10);               \
+	VFMADD231PS Y8, Y10, Y2;     \
+	VFMADD231PS Y9, Y10, Y3;     \
+	load(BX, Y10);               \
+	VFMADD231PS Y8, Y10, Y4;     \
+	VFMADD231PS Y9, Y10, Y5;     \
+	load(R8, Y10);               \
+	VFMADD231PS Y8, Y10, Y6;     \
+	VFMADD231PS Y9, Y10, Y7
+
+// A row's pair (x, lanes 0 and 1) into c at DX under the store mask X13:
+// c = x + beta·c (beta in X12), or c = x.
+#define DOTROWBETA(x) \
+	VMASKMOVPS  (DX), X13, X4; \
+	VFMADD231PS X4, X12, x;    \
+	VMASKMOVPS  x, X13, (DX)
+
+// Done after row r of the half (R9 rows left), else DX to the next row.
+#define DOTNEXTROW(r) \
+	CMPQ R9, $r;    \
+	JLE  dot2done; \
+	ADDQ R13, DX
+
+#define LDFULL(ptr, y) VMOVUPS (ptr)(R11*1), y
+#define LDTAIL(ptr, y) VMASKMOVPS (ptr)(R11*1), Y15, y
+
+// func SgemmDotAVX2(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc, mr, nr int, alpha, beta float32)
+TEXT ·SgemmDotAVX2(SB), NOSPLIT, $0-80
+	VMOVDQU dotlanes<>(SB), Y14
+	MOVQ    k+0(FP), CX
+	ANDQ    $7, CX
+	VMOVD   CX, X15
+	VPBROADCASTD X15, Y15
+	VPCMPGTD Y14, Y15, Y15 // lanes below k mod 8
+	MOVQ    nr+64(FP), CX
+	VMOVD   CX, X13
+	VPBROADCASTD X13, X13
+	VPCMPGTD X14, X13, X13 // the store mask of a row's pair: lanes below nr
+
+	MOVQ    a+8(FP), SI
+	MOVQ    lda+16(FP), R12
+	SHLQ    $2, R12
+	MOVQ    b+24(FP), DI
+	MOVQ    ldb+32(FP), R10
+	SHLQ    $2, R10
+	ADDQ    DI, R10
+	CMPQ    nr+64(FP), $1
+	CMOVQLE DI, R10
+	MOVQ    c+40(FP), R14
+	MOVQ    ldc+48(FP), R13
+	SHLQ    $2, R13
+	MOVQ    mr+56(FP), R9 // rows left
+
+dot2half:
+	LEAQ    (SI)(R12*1), AX
+	CMPQ    R9, $2
+	CMOVQLT SI, AX
+	LEAQ    (AX)(R12*1), BX
+	CMPQ    R9, $3
+	CMOVQLT SI, BX
+	LEAQ    (BX)(R12*1), R8
+	CMPQ    R9, $4
+	CMOVQLT SI, R8
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y5, Y5, Y5
+	VXORPS  Y6, Y6, Y6
+	VXORPS  Y7, Y7, Y7
+	XORQ    R11, R11 // byte offset along k
+	MOVQ    k+0(FP), CX
+	SHRQ    $3, CX
+	JEQ     dot2tail
+
+dot2loop:
+	DOT4x2(LDFULL)
+	ADDQ $32, R11
+	DECQ CX
+	JNE  dot2loop
+
+dot2tail:
+	MOVQ k+0(FP), CX
+	ANDQ $7, CX
+	JEQ  dot2reduce
+	DOT4x2(LDTAIL)
+
+dot2reduce:
+	// Pairwise sums: Y0 ends as [c00 c01 c10 c11 | c20 c21 c30 c31].
+	VHADDPS    Y1, Y0, Y0
+	VHADDPS    Y3, Y2, Y2
+	VHADDPS    Y5, Y4, Y4
+	VHADDPS    Y7, Y6, Y6
+	VHADDPS    Y2, Y0, Y0
+	VHADDPS    Y6, Y4, Y4
+	VPERM2F128 $0x20, Y4, Y0, Y1
+	VPERM2F128 $0x31, Y4, Y0, Y2
+	VADDPS     Y2, Y1, Y0
+	VBROADCASTSS alpha+72(FP), Y11
+	VMULPS     Y11, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1 // rows 2 and 3
+	VPERMILPS  $0xee, X0, X2 // row 1
+	VPERMILPS  $0xee, X1, X3 // row 3
+	MOVQ       R14, DX
+	MOVL       beta+76(FP), CX
+	ANDL       $0x7fffffff, CX
+	JEQ        dot2beta0
+	VBROADCASTSS beta+76(FP), X12
+	DOTROWBETA(X0)
+	DOTNEXTROW(1)
+	DOTROWBETA(X2)
+	DOTNEXTROW(2)
+	DOTROWBETA(X1)
+	DOTNEXTROW(3)
+	DOTROWBETA(X3)
+	JMP dot2next
+
+dot2beta0:
+	VMASKMOVPS X0, X13, (DX)
+	DOTNEXTROW(1)
+	VMASKMOVPS X2, X13, (DX)
+	DOTNEXTROW(2)
+	VMASKMOVPS X1, X13, (DX)
+	DOTNEXTROW(3)
+	VMASKMOVPS X3, X13, (DX)
+
+dot2next:
+	// The second half: rows 4..7.
+	SUBQ $4, R9
+	JLE  dot2done
+	LEAQ (SI)(R12*4), SI
+	LEAQ (R14)(R13*4), R14
+	JMP  dot2half
+
+dot2done:
+	VZEROUPPER
+	RET
