@@ -271,7 +271,7 @@ func newLGC(cfg Config, tensors []Tensor, worker, workers int, seed int64, hyper
 	}
 	c.latent, c.kInno = sparseK(c.k, lc.LatentRatio), sparseK(c.k, lc.InnovationRatio)
 	shape := lgcShape{rar: lc.Variant == "rar", k: c.k, latent: c.latent, hidden: lc.Hidden, nodes: workers}
-	if w := shape.weights(); w > lgcMaxWeights {
+	if w := shape.weightCount(); w > lgcMaxWeights {
 		return nil, Problem{Key: "compress.lgc.hidden", Value: lc.Hidden, Want: fmt.Sprintf(
 			"the autoencoder would have %d weights (K = %d, L = %d, %d workers), more than %d: lower compress.lgc.hidden, compress.lgc.latent_ratio or compress.density",
 			w, c.k, c.latent, workers, lgcMaxWeights)}

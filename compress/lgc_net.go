@@ -85,6 +85,18 @@ func (s lgcShape) weights() int {
 	return last.off + last.size()
 }
 
+// weightCount is weights() in int64, for the bound check before layers
+// whose int offsets could overflow a 32-bit int are laid out.
+func (s lgcShape) weightCount() int64 {
+	k, l, h := int64(s.k), int64(s.latent), int64(s.hidden)
+	enc := k*h + h + h*l + l
+	dec := l*h + h + h*k + k // the rar decoder
+	if s.rar {
+		return enc + dec
+	}
+	return enc + int64(s.nodes)*(dec+k*h) // each PS decoder also reads the innovation
+}
+
 // encoderWeights is the number of the encoder's weights (what a parameter
 // server would ship to the master once).
 func (s lgcShape) encoderWeights() int {

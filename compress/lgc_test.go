@@ -952,6 +952,12 @@ func TestLGCLeNet5Sizes(t *testing.T) {
 	if master := 4 + 4*c.k + 4*c.latent + 8*c.kInno; master != 332 {
 		t.Fatalf("master's stage-3 bytes %d", master)
 	}
+	// The bound's count (int64) is the layout's.
+	for _, sh := range []lgcShape{{k: 64, latent: 16, hidden: 100, nodes: 8}, {rar: true, k: 7, latent: 2, hidden: 3, nodes: 4}, {k: 5, latent: 1, hidden: 9, nodes: 1}} {
+		if got, want := sh.weightCount(), int64(sh.weights()); got != want {
+			t.Fatalf("%+v: weightCount %d, the layers hold %d", sh, got, want)
+		}
+	}
 	// A shape past the bound is refused before anything is built.
 	big := lgcConfig("ps", 1, 0, 0)
 	big.LGC.Hidden = lgcMaxHidden

@@ -19,7 +19,7 @@ const (
 
 // maxIDXBytes bounds the payload a header may announce, so that a corrupt header fails
 // with a message instead of a huge allocation (the largest real file is 47 MB).
-const maxIDXBytes = 1 << 31
+const maxIDXBytes uint64 = 1 << 31
 
 // idxImages is the content of an IDX image file.
 type idxImages struct {

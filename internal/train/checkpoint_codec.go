@@ -570,7 +570,7 @@ func (e *encoder) f64(v float64) {
 }
 
 func (e *encoder) count(n int) {
-	if n > math.MaxUint32 {
+	if uint64(n) > math.MaxUint32 {
 		if e.err == nil {
 			e.err = fmt.Errorf("%d elements, more than a checkpoint can count", n)
 		}
@@ -712,14 +712,15 @@ func (d *decoder) optF64(field string) *float64 {
 // count reads the number of entries of field, each at least elemBytes long: at
 // most limit, and no more than the bytes left can hold.
 func (d *decoder) count(field string, elemBytes, limit int) int {
-	n := int(d.u32(field))
+	u := d.u32(field)
 	if d.err != nil {
 		return 0
 	}
-	if n > limit {
-		d.failf(field, "%d entries, expected at most %d", n, limit)
+	if uint64(u) > uint64(limit) { // compared before the conversion: a 32-bit int wraps
+		d.failf(field, "%d entries, expected at most %d", u, limit)
 		return 0
 	}
+	n := int(u)
 	if n > d.left()/elemBytes {
 		d.failf(field, "%d entries of at least %d bytes, only %d bytes are left (expected a complete checkpoint)", n, elemBytes, d.left())
 		return 0
@@ -729,8 +730,8 @@ func (d *decoder) count(field string, elemBytes, limit int) int {
 
 // exact reads a count that must equal want.
 func (d *decoder) exact(field string, want int, what string) {
-	if n := int(d.u32(field)); d.err == nil && n != want {
-		d.failf(field, "%d entries, expected %d (%s)", n, want, what)
+	if u := d.u32(field); d.err == nil && uint64(u) != uint64(want) {
+		d.failf(field, "%d entries, expected %d (%s)", u, want, what)
 	}
 }
 

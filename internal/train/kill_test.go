@@ -101,7 +101,7 @@ func TestDiskFullDuringRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	free := int64(fs.Bavail) * fs.Bsize
+	free := int64(fs.Bavail) * int64(fs.Bsize)
 	filler := filepath.Join(dir, "filler")
 	if err := os.WriteFile(filler, make([]byte, free-ckpt.Size()*3/2-initial.Size()), 0o644); err != nil {
 		t.Fatal(err)
