@@ -213,8 +213,10 @@ func sgemm(kern *sgemmKernel, tA, tB bool, m, n, k int, alpha float32, a []float
 // kernel's crossover is about the same (BenchmarkSGEMMDot on a Zen 3: 54-59
 // against 48 GFLOP/s at m 16, n 16, k 840; 45 against 64 at k 224). With
 // fewer than 8 rows of b the packed form transposes them one value at a time
-// (packTranspose's ragged edge), and the dot form wins at every m measured
-// (m 6, n 5, k 896: 35-39 against 4.4 GFLOP/s; m 64: 46-52 against 16-19).
+// (packTranspose's ragged edge, the same for both kernels), and the AVX2 dot
+// form wins at every m measured (m 6, n 5, k 896: 35-39 against 4.4
+// GFLOP/s; m 64: 46-52 against 16-19); the AVX-512 kernel was not measured
+// there (LeNet-5's first filter gradient takes its dot form by k >= 16·m).
 func (kern *sgemmKernel) useDot(tA, tB bool, m, n, k int) bool {
 	return kern.dot != nil && !tA && tB && k >= 128 && (k >= 16*m || n < 8)
 }
