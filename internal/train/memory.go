@@ -74,7 +74,7 @@ func checkMemory(est models.Estimate, replicas, localWorkers int, optimStateByte
 	var b strings.Builder
 	fmt.Fprintf(&b, "not enough memory: the run needs about %s, more than the %s available:\n", human(need), human(float64(available)))
 	fmt.Fprintf(&b, "  model replicas (dist.replicas): %d x %s = %s (%s parameters: %s for parameters and gradients, %s for training activations)\n",
-		replicas, human(perReplica), human(replicaTotal), commas(int(est.Params)), human(float64(est.ReplicaBytes)), human(float64(est.TrainBytes)))
+		replicas, human(perReplica), human(replicaTotal), commas(est.Params), human(float64(est.ReplicaBytes)), human(float64(est.TrainBytes)))
 	fmt.Fprintf(&b, "  evaluation activations (data.eval_batch_size): %s\n", human(float64(est.EvalBytes)))
 	fmt.Fprintf(&b, "  optimizer state: %s (%g bytes a parameter)\n", human(optimTotal), optimStateBytesPerParam)
 	fmt.Fprintf(&b, "  workers (dist.workers): %d x %s = %s (gradient, exchange buffers and compressor state: %g bytes a parameter)\n",

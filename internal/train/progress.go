@@ -252,8 +252,8 @@ func progressBar(done, total, width int) string {
 }
 
 // commas writes n with thousands separators: 1234567 -> "1,234,567".
-func commas(n int) string {
-	s := strconv.Itoa(n)
+func commas[T int | int64](n T) string {
+	s := strconv.FormatInt(int64(n), 10)
 	neg := strings.HasPrefix(s, "-")
 	s = strings.TrimPrefix(s, "-")
 	var b strings.Builder

@@ -221,4 +221,7 @@ func TestFormatting(t *testing.T) {
 			t.Errorf("commas(%d) = %q, want %q", n, got, want)
 		}
 	}
+	if got := commas(int64(10079600010)); got != "10,079,600,010" { // past a 32-bit int
+		t.Errorf("commas(10079600010) = %q", got)
+	}
 }
