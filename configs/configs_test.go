@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -583,6 +584,9 @@ func TestValidateUpperBounds(t *testing.T) {
 		{[]string{"model.layers=65"}, "--set: model.layers: 65: must be at most 64"},
 		{[]string{"model.embed_dim=1048577"}, "--set: model.embed_dim: 1048577: must be at most 1048576"},
 	} {
+		if strconv.IntSize == 32 && strings.Contains(tc.sets[0], "=9223372036854775807") {
+			tc.want = "dist.workers: \"9223372036854775807\": expected an integer from -2147483648 to 2147483647"
+		}
 		_, err := configs.Load("", tc.sets)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%.60v: error %.300v, want %q", tc.sets, err, tc.want)
@@ -726,6 +730,9 @@ func TestDGCPreset(t *testing.T) {
 		{[]string{"compress.name=topk", "compress.dgc.preset=recipe"}, `compress.dgc.preset: "recipe": applies to compress.name dgc (compress.name is "topk")`},
 		{[]string{"compress.name=dgc", "compress.dgc.preset=fast"}, `compress.dgc.preset: "fast": must be one of paper, recipe`},
 	} {
+		if strconv.IntSize == 32 && strings.Contains(tc.sets[0], "=9223372036854775807") {
+			tc.want = "dist.workers: \"9223372036854775807\": expected an integer from -2147483648 to 2147483647"
+		}
 		_, err := configs.Load("", tc.sets)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: err = %v, want %q", tc.sets, err, tc.want)

@@ -251,7 +251,12 @@ func parses(t reflect.Type, v any) bool {
 // that are not leaves of Config.
 func expected(t reflect.Type) string {
 	switch t.Kind() {
-	case reflect.Int, reflect.Int64:
+	case reflect.Int:
+		if strconv.IntSize == 32 {
+			return "an integer from -2147483648 to 2147483647 (a 32-bit build)"
+		}
+		return "an integer"
+	case reflect.Int64:
 		return "an integer"
 	case reflect.Float64:
 		return "a number"
@@ -287,7 +292,9 @@ func convert(t reflect.Type, v any) (any, bool) {
 			return b, err == nil
 		}
 	case reflect.Int, reflect.Int64:
-		if n, ok := toInt(v); ok {
+		// An int field takes what this build's int holds (on a 32-bit build a
+		// larger value would wrap).
+		if n, ok := toInt(v); ok && (t.Kind() == reflect.Int64 || n >= math.MinInt && n <= math.MaxInt) {
 			return reflect.ValueOf(n).Convert(t).Interface(), true
 		}
 	case reflect.Float64:
