@@ -4,6 +4,34 @@
 // each element's arithmetic as momentumAccumulate's Go loops do it (multiply,
 // then add). n is a multiple of 8.
 
+// The steps of the accumulate loops at element AX: the gradient gi in Y1,
+// then the momentum u (DI) and the velocity v (DX) updated from it.
+
+// GRAD: gi = g*scale.
+#define GRAD VMULPS (SI)(AX*4), Y10, Y1
+
+// DECAY: gi += wd*w.
+#define DECAY \
+	VMULPS (R8)(AX*4), Y12, Y3; \
+	VADDPS Y3, Y1, Y1
+
+// MOMENTUM: u = m*u + gi; v += u.
+#define MOMENTUM \
+	VMULPS  (DI)(AX*4), Y11, Y0; \
+	VADDPS  Y1, Y0, Y0;          \
+	VMOVUPS Y0, (DI)(AX*4);      \
+	VADDPS  (DX)(AX*4), Y0, Y2;  \
+	VMOVUPS Y2, (DX)(AX*4)
+
+// NESTEROV: u = (u + gi)*m; v += u + gi.
+#define NESTEROV \
+	VADDPS  (DI)(AX*4), Y1, Y0; \
+	VMULPS  Y11, Y0, Y0;        \
+	VMOVUPS Y0, (DI)(AX*4);     \
+	VADDPS  Y1, Y0, Y0;         \
+	VADDPS  (DX)(AX*4), Y0, Y2; \
+	VMOVUPS Y2, (DX)(AX*4)
+
 // func dgcAccumulateAVX2(grad, w, u, v *float32, n int, scale, m, wd float32, mode int)
 TEXT ·dgcAccumulateAVX2(SB), NOSPLIT, $0-64
 	MOVQ         grad+0(FP), SI
@@ -29,69 +57,45 @@ TEXT ·dgcAccumulateAVX2(SB), NOSPLIT, $0-64
 plain:
 	CMPQ    AX, CX
 	JGE     done
-	VMULPS  (SI)(AX*4), Y10, Y1
+	GRAD
 	VADDPS  (DX)(AX*4), Y1, Y2
 	VMOVUPS Y2, (DX)(AX*4)
 	ADDQ    $8, AX
 	JMP     plain
 
-	// u = m*u + g*scale; v += u
 momentum:
-	CMPQ    AX, CX
-	JGE     done
-	VMULPS  (DI)(AX*4), Y11, Y0
-	VMULPS  (SI)(AX*4), Y10, Y1
-	VADDPS  Y1, Y0, Y0
-	VMOVUPS Y0, (DI)(AX*4)
-	VADDPS  (DX)(AX*4), Y0, Y2
-	VMOVUPS Y2, (DX)(AX*4)
-	ADDQ    $8, AX
-	JMP     momentum
+	CMPQ AX, CX
+	JGE  done
+	GRAD
+	MOMENTUM
+	ADDQ $8, AX
+	JMP  momentum
 
-	// gi = g*scale; u = (u + gi)*m; v += u + gi
 nesterov:
-	CMPQ    AX, CX
-	JGE     done
-	VMULPS  (SI)(AX*4), Y10, Y1
-	VADDPS  (DI)(AX*4), Y1, Y0
-	VMULPS  Y11, Y0, Y0
-	VMOVUPS Y0, (DI)(AX*4)
-	VADDPS  Y1, Y0, Y0
-	VADDPS  (DX)(AX*4), Y0, Y2
-	VMOVUPS Y2, (DX)(AX*4)
-	ADDQ    $8, AX
-	JMP     nesterov
+	CMPQ AX, CX
+	JGE  done
+	GRAD
+	NESTEROV
+	ADDQ $8, AX
+	JMP  nesterov
 
-	// gi = g*scale + wd*w; u = m*u + gi; v += u
 momentumWD:
-	CMPQ    AX, CX
-	JGE     done
-	VMULPS  (SI)(AX*4), Y10, Y1
-	VMULPS  (R8)(AX*4), Y12, Y3
-	VADDPS  Y3, Y1, Y1
-	VMULPS  (DI)(AX*4), Y11, Y0
-	VADDPS  Y1, Y0, Y0
-	VMOVUPS Y0, (DI)(AX*4)
-	VADDPS  (DX)(AX*4), Y0, Y2
-	VMOVUPS Y2, (DX)(AX*4)
-	ADDQ    $8, AX
-	JMP     momentumWD
+	CMPQ AX, CX
+	JGE  done
+	GRAD
+	DECAY
+	MOMENTUM
+	ADDQ $8, AX
+	JMP  momentumWD
 
-	// gi = g*scale + wd*w; u = (u + gi)*m; v += u + gi
 nesterovWD:
-	CMPQ    AX, CX
-	JGE     done
-	VMULPS  (SI)(AX*4), Y10, Y1
-	VMULPS  (R8)(AX*4), Y12, Y3
-	VADDPS  Y3, Y1, Y1
-	VADDPS  (DI)(AX*4), Y1, Y0
-	VMULPS  Y11, Y0, Y0
-	VMOVUPS Y0, (DI)(AX*4)
-	VADDPS  Y1, Y0, Y0
-	VADDPS  (DX)(AX*4), Y0, Y2
-	VMOVUPS Y2, (DX)(AX*4)
-	ADDQ    $8, AX
-	JMP     nesterovWD
+	CMPQ AX, CX
+	JGE  done
+	GRAD
+	DECAY
+	NESTEROV
+	ADDQ $8, AX
+	JMP  nesterovWD
 
 done:
 	VZEROUPPER
