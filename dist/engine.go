@@ -79,6 +79,7 @@ type Engine struct {
 	// replica's gradient into worker w's buffer (or hand it to the worker's
 	// exchange), exchange it, and write worker 0's mean into replica 0's Grad.
 	collect   func(w, r, step int) error
+	collect32 func(w int, g []float32, step int) error // float32: collect from g
 	exchangeW func(w, step int) error
 	publish   func()
 	losses    [][]float32 // per local worker, one value
@@ -155,8 +156,7 @@ func (e *Engine) choosePrecision(n int) error {
 		for w, x := range e.exchange {
 			prep[w], _ = x.(Preparer)
 		}
-		e.collect = func(w, r, step int) error {
-			g := e.replicas[r].Grad()
+		e.collect32 = func(w int, g []float32, step int) error {
 			if e.dropped != nil && e.dropped[w] {
 				clear(e.grads[w]) // it arrived too late: it adds nothing
 				return nil
@@ -169,6 +169,7 @@ func (e *Engine) choosePrecision(n int) error {
 			copy(e.grads[w], g)
 			return nil
 		}
+		e.collect = func(w, r, step int) error { return e.collect32(w, e.replicas[r].Grad(), step) }
 		// Only worker 0's mean is published: the others only contribute
 		// where their exchanges can.
 		xs := make([]func([]float32, int) error, len(e.exchange))
@@ -233,6 +234,9 @@ func (e *Engine) Replicas() []Replica { return e.replicas }
 // returns the mean loss over all workers.
 func (e *Engine) Step(step int, batch func(w int) ([]float32, []int32)) (float64, error) {
 	if e.fusedStep(step) {
+		if e.fused.groupers != nil {
+			return e.exchangeStep(step, func(r int) { e.computeGrouped(r, step, batch) })
+		}
 		return e.stepFused(step, batch)
 	}
 	if f := e.fused; f != nil && f.mean != nil {
@@ -243,6 +247,37 @@ func (e *Engine) Step(step int, batch func(w int) ([]float32, []int32)) (float64
 		}
 		f.leaderMean = false
 	}
+	return e.exchangeStep(step, func(r int) { e.computeOneByOne(r, step, batch) })
+}
+
+// computeOneByOne computes replica r's workers one after the other, handing
+// each gradient to its worker's exchange as soon as it is ready.
+func (e *Engine) computeOneByOne(r, step int, batch func(w int) ([]float32, []int32)) {
+	nw, nr := len(e.members), len(e.replicas)
+	rep := e.replicas[r]
+	for w := r; w < nw; w += nr {
+		err := e.computeWorker(rep, w, batch)
+		if err == nil {
+			// The exchange's failure, not the model's: it goes
+			// with the other exchange errors.
+			e.prepErrs[w] = e.collect(w, r, step)
+		}
+		e.ready[w] <- err
+		if err != nil {
+			e.causes[w] = fmt.Errorf("worker %d: %w", e.members[w].Rank(), err)
+			// Later workers of this replica never get a gradient: fail them too.
+			for w2 := w + nr; w2 < nw; w2 += nr {
+				e.ready[w2] <- fmt.Errorf("worker %d: not computed after worker %d failed", e.members[w2].Rank(), e.members[w].Rank())
+			}
+			return
+		}
+	}
+}
+
+// exchangeStep runs compute(r) for every replica r, each on its goroutine,
+// and exchanges each worker's gradient as compute hands it over (through
+// e.ready, one value per worker), then publishes the mean.
+func (e *Engine) exchangeStep(step int, compute func(r int)) (float64, error) {
 	nw, nr := len(e.members), len(e.replicas)
 	// causes holds the model's own failures by worker; the other workers'
 	// errors are consequences (aborted collectives, gradients never computed)
@@ -256,24 +291,7 @@ func (e *Engine) Step(step int, batch func(w int) ([]float32, []int32)) (float64
 		wg.Add(1)
 		go func(r int) {
 			defer wg.Done()
-			rep := e.replicas[r]
-			for w := r; w < nw; w += nr {
-				err := e.computeWorker(rep, w, batch)
-				if err == nil {
-					// The exchange's failure, not the model's: it goes
-					// with the other exchange errors.
-					e.prepErrs[w] = e.collect(w, r, step)
-				}
-				ready[w] <- err
-				if err != nil {
-					causes[w] = fmt.Errorf("worker %d: %w", e.members[w].Rank(), err)
-					// Later workers of this replica never get a gradient: fail them too.
-					for w2 := w + nr; w2 < nw; w2 += nr {
-						ready[w2] <- fmt.Errorf("worker %d: not computed after worker %d failed", e.members[w2].Rank(), e.members[w].Rank())
-					}
-					return
-				}
-			}
+			compute(r)
 		}(r)
 	}
 	for w := 0; w < nw; w++ {

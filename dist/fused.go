@@ -17,6 +17,18 @@ type Fuser interface {
 	StepFused(x []float32, y []int32, k int) (float64, error)
 }
 
+// Grouper is a replica that can compute, in one pass, each of several
+// workers' gradients on their batches laid end to end (models.Net for a model
+// whose examples do not interact within a batch and whose layers split their
+// parameter gradients by batch).
+type Grouper interface {
+	Groupable() bool
+	// StepGrouped computes batch i's gradient into GroupGrad(i) and its
+	// mean loss into losses[i], for k batches in x and y.
+	StepGrouped(x []float32, y []int32, k int, losses []float64) (float64, error)
+	GroupGrad(i int) []float32
+}
+
 // LinearExchanger is an exchange that is a plain float32 mean of whole
 // gradients (compress.Exchange with nothing compressed): the mean may then be
 // formed from partial sums, and Book counts the step's traffic as the
@@ -59,13 +71,17 @@ type fusion struct {
 	mean       []MeanExchanger
 	leaderMean bool
 	stale      bool
-	acc        [][]float32 // per replica: its workers' gradient sum (sampled steps)
-	x          [][]float32 // per replica: its workers' inputs end to end
-	y          [][]int32
-	loss       []float64
-	err        []error
-	sampled    bool // a worker-by-worker step has set compute
-	took       []time.Duration
+	// With per-worker exchanges (neither of the above: DGC, top-k, ...)
+	// each replica computes its workers' gradients in one grouped pass.
+	groupers  []Grouper
+	groupLoss [][]float64 // per replica: its workers' losses
+	acc       [][]float32 // per replica: its workers' gradient sum (sampled steps)
+	x         [][]float32 // per replica: its workers' inputs end to end
+	y         [][]int32
+	loss      []float64
+	err       []error
+	sampled   bool // a worker-by-worker step has set compute
+	took      []time.Duration
 }
 
 // Fuse makes the following Steps compute each replica's workers as one batch
@@ -82,9 +98,14 @@ type fusion struct {
 // worker's traffic; every fuseSample-th step computes the workers one by one
 // (for their compute times) and exchanges their mean the same way. The
 // result differs from worker-by-worker steps by float32 rounding only; a
-// worker's loss (WorkerLosses) is its replica's mean. Steps with dropped
-// workers run worker by worker. Fuse returns why it cannot fuse, leaving the
-// engine as it was.
+// worker's loss (WorkerLosses) is its replica's mean. With any other
+// exchanges (each needs its worker's own gradient: DGC, top-k, ...) every
+// replica must be a Groupable Grouper: it then computes each of its workers'
+// gradients in one pass over their batches (each its own gradient and loss,
+// as worker by worker, up to float32 rounding), and hands them to the
+// workers' exchanges as before; every fuseSample-th step runs worker by
+// worker. Steps with dropped workers run worker by worker. Fuse returns why
+// it cannot fuse, leaving the engine as it was.
 func (e *Engine) Fuse() error {
 	nw, nr := len(e.members), len(e.replicas)
 	switch {
@@ -107,6 +128,7 @@ func (e *Engine) Fuse() error {
 		}
 		f.fusers = append(f.fusers, fu)
 	}
+	perWorker := -1 // a worker whose exchange needs its own gradient
 	for w, x := range e.exchange {
 		if l, ok := x.(LinearExchanger); ok && l.Linear() {
 			f.linear = append(f.linear, l)
@@ -116,7 +138,21 @@ func (e *Engine) Fuse() error {
 			f.mean = append(f.mean, m)
 			continue
 		}
-		return fmt.Errorf("dist: fused steps: worker %d's exchange is neither a plain float32 mean nor a function of the mean gradient", e.members[w].Rank())
+		perWorker = w
+		break
+	}
+	if perWorker >= 0 {
+		for r, rep := range e.replicas {
+			g, ok := rep.(Grouper)
+			if !ok || !g.Groupable() {
+				return fmt.Errorf("dist: fused steps: worker %d's exchange needs its own gradient (neither a plain float32 mean nor a function of the mean gradient), and replica %d cannot compute several batches' gradients in one pass", e.members[perWorker].Rank(), r)
+			}
+			f.groupers = append(f.groupers, g)
+			f.groupLoss = append(f.groupLoss, make([]float64, nw/nr))
+		}
+		f.fusers, f.linear, f.mean = nil, nil, nil
+		e.fused = f
+		return nil
 	}
 	if len(f.linear) != 0 && len(f.mean) != 0 {
 		return errors.New("dist: fused steps: the workers' exchanges differ in kind")
@@ -248,6 +284,45 @@ func (e *Engine) stepFused(step int, batch func(w int) ([]float32, []int32)) (fl
 	return mean, nil
 }
 
+// computeGrouped computes replica r's workers' gradients in one grouped pass
+// and hands each to its worker's exchange (for exchangeStep).
+func (e *Engine) computeGrouped(r, step int, batch func(w int) ([]float32, []int32)) {
+	f := e.fused
+	nw, nr := len(e.members), len(e.replicas)
+	k := nw / nr
+	xs, ys := f.x[r][:0], f.y[r][:0]
+	for w := r; w < nw; w += nr {
+		x, y := batch(w)
+		xs, ys = append(xs, x...), append(ys, y...)
+	}
+	f.x[r], f.y[r] = xs, ys
+	losses := f.groupLoss[r]
+	t0 := time.Now()
+	_, err := f.groupers[r].StepGrouped(xs, ys, k, losses)
+	took := time.Since(t0)
+	if err != nil {
+		var ranks []int
+		for w := r; w < nw; w += nr {
+			ranks = append(ranks, e.members[w].Rank())
+		}
+		e.causes[r] = fmt.Errorf("workers %v (computed in one pass): %w", ranks, err)
+		for w := r; w < nw; w += nr {
+			e.ready[w] <- fmt.Errorf("worker %d: not computed: its replica's pass failed", e.members[w].Rank())
+		}
+		return
+	}
+	for i, w := 0, r; w < nw; i, w = i+1, w+nr {
+		if !f.sampled {
+			// Until a step has run worker by worker: a share of the pass.
+			e.compute[w] = took / time.Duration(k)
+		}
+		e.losses[w][0] = float32(losses[i])
+		e.own[w] = losses[i]
+		e.prepErrs[w] = e.collect32(w, f.groupers[r].GroupGrad(i), step)
+		e.ready[w] <- nil
+	}
+}
+
 // stepSampled computes replica r's workers one by one (timing each, for the
 // time model), leaving the mean of their gradients in the replica's Grad, as
 // StepFused would; it returns their mean loss. Only with mean exchanges,
@@ -310,6 +385,7 @@ func (e *Engine) fusedStep(step int) bool {
 	if e.fused == nil || e.dropped != nil {
 		return false
 	}
+	// Linear and grouped steps: every fuseSample-th step worker by worker.
 	if e.fused.mean != nil {
 		return true // sampled steps time each worker inside stepFused
 	}

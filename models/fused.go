@@ -81,6 +81,21 @@ func (n *Net) StepFused(x []float32, y []int32, k int) (float64, error) {
 	return loss, nil
 }
 
+// bindBatches binds a graph over k batches to the Net's parameters, which it
+// must lay out as the training graph does.
+func (n *Net) bindBatches(g *graph, k int) error {
+	offsets, err := g.b.bind(n.flat)
+	if err != nil {
+		return err
+	}
+	for i, o := range offsets {
+		if o != n.offsets[i] {
+			return fmt.Errorf("model %s: the %d-batch graph lays out parameter %d at %d, the training graph at %d", n.cfg.Name, k, i, o, n.offsets[i])
+		}
+	}
+	return nil
+}
+
 // buildFused builds the training graph over k batches, bound to the Net's
 // parameters, with gradients written into the Net's gradient buffer.
 func (n *Net) buildFused(k int) (err error) {
@@ -90,14 +105,8 @@ func (n *Net) buildFused(k int) (err error) {
 	if f.g, err = n.build(n.entry, k*n.batch, true); err != nil {
 		return err
 	}
-	offsets, err := f.g.b.bind(n.flat)
-	if err != nil {
+	if err := n.bindBatches(f.g, k); err != nil {
 		return err
-	}
-	for i, o := range offsets {
-		if o != n.offsets[i] {
-			return fmt.Errorf("model %s: the %d-batch graph lays out parameter %d at %d, the training graph at %d", n.cfg.Name, k, i, o, n.offsets[i])
-		}
 	}
 	grads, sub, err := n.gradients(f.g)
 	if err != nil {

@@ -52,6 +52,7 @@ type Net struct {
 	// fused is the training graph over several worker batches (StepFused),
 	// built on first use; nil until then.
 	fused   *fusedTape
+	grouped *groupedTape // StepGrouped's graph, built on first use
 	params  []optim.Param
 	buffers []Buffer
 }
@@ -246,6 +247,12 @@ func newNet(cfg Config, in Input, batch, evalBatch int, seed int64, dt tensor.Dt
 
 // build constructs one graph; Gorgonia errors inside model code arrive as panics.
 func (n *Net) build(e entry, batch int, training bool) (g *graph, err error) {
+	return n.buildGroups(e, batch, training, 1)
+}
+
+// buildGroups is build with the fast ops computing per-group parameter
+// gradients for groups groups of batch/groups examples (ops.Workspace.SetGroups).
+func (n *Net) buildGroups(e entry, batch int, training bool, groups int) (g *graph, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			be, ok := r.(buildError)
@@ -260,6 +267,7 @@ func (n *Net) build(e entry, batch int, training bool) (g *graph, err error) {
 		workers = n.evalOpWorkers
 	}
 	b := newBuilder(n.cfg, n.dt, training, workers)
+	b.ws.SetGroups(groups)
 	g = &graph{b: b, classes: n.in.Classes, rowsPerEx: n.in.YLen}
 	if n.tokens {
 		g.x = b.input("x", batch*n.in.YLen, n.in.Classes)

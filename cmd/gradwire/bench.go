@@ -67,8 +67,10 @@ the other replicas (SGD, momentum 0.9, weight decay 5e-4; DGC and PowerSGD in
 their steady state from the first step). The data fill is not timed: every
 step reuses one random batch. Each --scenario is WORKERS/REPLICAS/COMPRESSOR,
 or WORKERS/REPLICAS/COMPRESSOR/unfused to keep the workers' steps one by one
-where the trainer fuses a replica's workers into one batch (compress.name none
-or powersgd, without BatchNorm); the default is 1/1/none, 8/2/none, 8/2/dgc and
+where the trainer computes a replica's workers in one pass (models without
+BatchNorm: one fused batch with compress.name none or powersgd, one grouped
+pass with each worker's own gradient for the other compressors on mlp and
+lenet5); the default is 1/1/none, 8/2/none, 8/2/dgc and
 8/2/powersgd. Each replica's
 fast ops split their work over GOMAXPROCS/replicas goroutines, as in training.
 The scenarios are built up front, warmed up in turn, then timed in --trials

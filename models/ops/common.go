@@ -143,6 +143,35 @@ type OutputInto interface {
 	WriteInto(backing any) bool
 }
 
+// GroupedOutput is implemented by the ops that compute a parameter's
+// gradient and can compute it per group of rows (Workspace.SetGroups).
+type GroupedOutput interface {
+	// WriteGroupsInto makes the op write group i's gradient into dsts[i],
+	// each of the gradient's size, from the next run on; the op's output is
+	// then a tensor over dsts[0]. It reports whether it does: the op must
+	// have been built with as many groups as dsts has slices.
+	WriteGroupsInto(dsts [][]float32) bool
+}
+
+// groupDsts checks dsts for an op built with groups groups whose gradient
+// has shape: one slice of the gradient's size per group.
+func groupDsts(dsts [][]float32, groups int, shape tensor.Shape) bool {
+	if groups < 2 || len(dsts) != groups {
+		return false
+	}
+	for _, d := range dsts {
+		if len(d) != shape.TotalSize() {
+			return false
+		}
+	}
+	return true
+}
+
+// errNoGroupDsts is the error of a grouped op run before WriteGroupsInto.
+func errNoGroupDsts(op fmt.Stringer, groups int) error {
+	return fmt.Errorf("%v: built for %d groups, but no per-group gradient buffers were given (WriteGroupsInto), or the gradient is not float32", op, groups)
+}
+
 // writeInto points *p at a tensor of the given shape over backing, when
 // backing is a float32 or float64 slice of that size.
 func writeInto(p **tensor.Dense, backing any, shape tensor.Shape) bool {
@@ -170,9 +199,20 @@ func writeInto(p **tensor.Dense, backing any, shape tensor.Shape) bool {
 // workers: every reduction runs in an order fixed by the shapes alone.
 type Workspace struct {
 	workers int
+	groups  int // see SetGroups; 0 and 1 both mean one group
 	f32     []float32
 	f64     []float64
 }
+
+// SetGroups makes the ops built on the workspace from now on compute, for a
+// batch of k groups of equal size laid end to end (k workers' batches), one
+// parameter gradient per group instead of one for the batch: each group's
+// gradient of the mean loss over its own rows, written where GroupedOutput
+// says. Only the float32 fast ops with parameters, and the loss, take groups.
+func (ws *Workspace) SetGroups(k int) { ws.groups = k }
+
+// Groups is the number of groups set by SetGroups (at least 1).
+func (ws *Workspace) Groups() int { return max(1, ws.groups) }
 
 // NewWorkspace returns a workspace whose ops use workers goroutines each;
 // workers < 1 means runtime.GOMAXPROCS(0).

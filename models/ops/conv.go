@@ -327,16 +327,34 @@ func convDataGrad[T elem](g *convGeom, ws *Workspace, w, dy, dx []T) {
 // added in order.
 const reduceChunks = 16
 
-// convFilterGrad computes dw = Σ_s dy_s·col_sᵀ.
-func convFilterGrad[T elem](g *convGeom, ws *Workspace, x, dy, dw []T) {
+// groupChunks cuts a reduction over n samples in k groups (laid end to end,
+// n/k each) into chunks: cg per group of ng samples, about reduceChunks in
+// all; one group gets min(reduceChunks, n) as without groups.
+func groupChunks(n, k int) (ng, cg int) {
+	ng = n / k
+	return ng, min(max(1, reduceChunks/k), ng)
+}
+
+// chunkSpan is chunk ch's samples [lo, hi), for groups of ng samples cut into
+// cg chunks each: no chunk spans two groups.
+func chunkSpan(ch, ng, cg int) (lo, hi int) {
+	gi, c := ch/cg, ch%cg
+	return gi*ng + c*ng/cg, gi*ng + (c+1)*ng/cg
+}
+
+// convFilterGrad computes dw = Σ_s dy_s·col_sᵀ into dws[0], or with groups
+// (len(dws) > 1, the samples that many groups laid end to end) each group's
+// sum into its own dws[g].
+func convFilterGrad[T elem](g *convGeom, ws *Workspace, x, dy []T, dws [][]T) {
 	if useShifted(g) {
 		p := newShiftPlan[T](g, shiftFilterGrad)
-		shiftedFilterGrad(&p, ws, x, dy, dw)
+		shiftedFilterGrad(&p, ws, x, dy, dws)
 		return
 	}
 	ckk, ohw := g.ckk(), g.ohw()
 	in, out, nwt := g.c*g.h*g.w, g.oc*ohw, g.oc*ckk
-	chunks := min(reduceChunks, g.n)
+	ng, cg := groupChunks(g.n, len(dws))
+	chunks := cg * len(dws)
 	nw := ws.split(chunks)
 	colSize := 0
 	if !g.pointwise() {
@@ -355,14 +373,15 @@ func convFilterGrad[T elem](g *convGeom, ws *Workspace, x, dy, dw []T) {
 		col, dyT := bufs[wk*per:][:colSize], bufs[wk*per+colSize:][:dyTSize]
 		for ch := lo; ch < hi; ch++ {
 			acc := parts[ch*nwt:][:nwt]
-			for s := ch * g.n / chunks; s < (ch+1)*g.n/chunks; s++ {
+			s0, s1 := chunkSpan(ch, ng, cg)
+			for s := s0; s < s1; s++ {
 				xs := x[s*in:][:in]
 				if colSize > 0 {
 					im2col(g, xs, col)
 					xs = col
 				}
 				beta := T(1)
-				if s == ch*g.n/chunks {
+				if s == s0 {
 					beta = 0
 				}
 				if trans {
@@ -374,12 +393,15 @@ func convFilterGrad[T elem](g *convGeom, ws *Workspace, x, dy, dw []T) {
 			}
 		}
 	})
-	if !trans {
-		sumParts(ws, dw, parts, chunks)
-		return
+	for gi, dw := range dws {
+		gp := parts[gi*cg*nwt:]
+		if !trans {
+			sumParts(ws, dw, gp, cg)
+			continue
+		}
+		sumParts(ws, sum, gp, cg)
+		transposeInto(dw, ckk, sum, g.oc, ckk, g.oc)
 	}
-	sumParts(ws, sum, parts, chunks)
-	transposeInto(dw, ckk, sum, g.oc, ckk, g.oc)
 }
 
 // sumParts writes dst = the sum of the chunks consecutive len(dst)-long parts,
@@ -401,13 +423,18 @@ type convState struct {
 	k, stride, pad int
 	needDX         bool // false for the graph's input image
 	ws             *Workspace
+	groups         int // per-group filter gradients (Workspace.SetGroups)
 	y, dx, dw      *tensor.Dense
+	dwG            [][]float32 // with groups: each group's filter gradient
 }
 
 // Conv2d builds y = conv(x, w) for x (N, C, H, W) and w (K, C, k, k). needDX
 // is false when x is an input that needs no gradient.
 func Conv2d(ws *Workspace, x, w *G.Node, stride, pad int, needDX bool) (*G.Node, error) {
-	st := &convState{id: nextOpID(), k: w.Shape()[2], stride: stride, pad: pad, needDX: needDX, ws: ws}
+	st := &convState{id: nextOpID(), k: w.Shape()[2], stride: stride, pad: pad, needDX: needDX, ws: ws, groups: ws.Groups()}
+	if n := x.Shape()[0]; n%st.groups != 0 {
+		return nil, fmt.Errorf("%v: %d samples do not split into %d groups", st.name("Conv2d"), n, st.groups)
+	}
 	return G.ApplyOp(&convOp{plainOp{}, st}, x, w)
 }
 
@@ -558,11 +585,32 @@ func (op *convFilterGradOp) Do(vals ...G.Value) (G.Value, error) {
 		return nil, fmt.Errorf("%v: output gradient %v, expected %v", op, a[1].Shape(), want)
 	}
 	dw := reuse(&op.dw, a[0].Dtype(), op.wShape)
+	if op.groups > 1 {
+		x, ok := a[0].Data().([]float32)
+		if !ok || len(op.dwG) != op.groups {
+			return nil, errNoGroupDsts(op, op.groups)
+		}
+		if g.n%op.groups != 0 {
+			return nil, fmt.Errorf("%v: %d samples do not split into %d groups", op, g.n, op.groups)
+		}
+		convFilterGrad(&g, op.ws, x, a[1].Float32s(), op.dwG)
+		return dw, nil
+	}
 	switch x := a[0].Data().(type) {
 	case []float32:
-		convFilterGrad(&g, op.ws, x, a[1].Float32s(), dw.Float32s())
+		convFilterGrad(&g, op.ws, x, a[1].Float32s(), [][]float32{dw.Float32s()})
 	case []float64:
-		convFilterGrad(&g, op.ws, x, a[1].Float64s(), dw.Float64s())
+		convFilterGrad(&g, op.ws, x, a[1].Float64s(), [][]float64{dw.Float64s()})
 	}
 	return dw, nil
+}
+
+// WriteGroupsInto makes the op write each group's filter gradient into dsts
+// (see GroupedOutput).
+func (op *convFilterGradOp) WriteGroupsInto(dsts [][]float32) bool {
+	if !groupDsts(dsts, op.groups, op.wShape) || !writeInto(&op.dw, dsts[0], op.wShape) {
+		return false
+	}
+	op.dwG = dsts
+	return true
 }

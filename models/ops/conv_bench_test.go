@@ -70,11 +70,11 @@ func BenchmarkConvShapes(b *testing.B) {
 			}},
 			{"dw", func(unroll int) {
 				if unroll < 0 {
-					convFilterGrad(&g, ws, x, dy, dw)
+					convFilterGrad(&g, ws, x, dy, [][]float32{dw})
 					return
 				}
 				p := forcedPlan[float32](&g, shiftFilterGrad, unroll)
-				shiftedFilterGrad(&p, ws, x, dy, dw)
+				shiftedFilterGrad(&p, ws, x, dy, [][]float32{dw})
 			}},
 		}
 		for _, mode := range []struct {
@@ -189,7 +189,7 @@ func BenchmarkFilterGradDot(b *testing.B) {
 				}
 				defer cpuMetric(b)()
 				for b.Loop() {
-					shiftedFilterGrad(&p, ws, x, dy, dw)
+					shiftedFilterGrad(&p, ws, x, dy, [][]float32{dw})
 				}
 			})
 		}

@@ -377,11 +377,12 @@ func (g *convGeom) transposed() convGeom {
 
 // shiftedFilterGrad computes dw = Σ_s dy_s·rows_sᵀ tap by tap, in the chunks
 // of convFilterGrad, then reorders the (tap, K, rows) sums into (K, C, k, k).
-func shiftedFilterGrad[T elem](p *shiftPlan, ws *Workspace, x, dy, dw []T) {
+func shiftedFilterGrad[T elem](p *shiftPlan, ws *Workspace, x, dy []T, dws [][]T) {
 	g, k := p.g, p.g.k
 	in, out, nwt := g.c*g.h*g.w, g.oc*g.oh*g.ow, g.oc*p.rows
 	size := p.taps * nwt
-	chunks := min(reduceChunks, g.n)
+	ng, cg := groupChunks(g.n, len(dws))
+	chunks := cg * len(dws)
 	nw := ws.split(chunks)
 	head, bufs := shiftScratch[T](ws, p, (chunks+1)*size, nw)
 	parts, sum := head[:chunks*size], head[chunks*size:]
@@ -390,11 +391,12 @@ func shiftedFilterGrad[T elem](p *shiftPlan, ws *Workspace, x, dy, dw []T) {
 		bf := &bufs[wk]
 		for ch := lo; ch < hi; ch++ {
 			acc := parts[ch*size:][:size]
-			for s := ch * g.n / chunks; s < (ch+1)*g.n/chunks; s++ {
+			s0, s1 := chunkSpan(ch, ng, cg)
+			for s := s0; s < s1; s++ {
 				padInto(p, x[s*in:][:in], bf.xp)
 				b := gemmRows(p, bf)
 				beta := T(1)
-				if s == ch*g.n/chunks {
+				if s == s0 {
 					beta = 0
 				}
 				if trans {
@@ -415,12 +417,14 @@ func shiftedFilterGrad[T elem](p *shiftPlan, ws *Workspace, x, dy, dw []T) {
 			}
 		}
 	})
-	sumParts(ws, sum, parts, chunks)
-	if trans { // sum holds (tap, rows, K) blocks
-		tapOrder(p, func(i, o, c, a, b int) { dw[((o*g.c+c)*k+a)*k+b] = sum[(i-o*p.taps*p.rows)*g.oc+o] })
-		return
+	for gi, dw := range dws {
+		sumParts(ws, sum, parts[gi*cg*size:], cg)
+		if trans { // sum holds (tap, rows, K) blocks
+			tapOrder(p, func(i, o, c, a, b int) { dw[((o*g.c+c)*k+a)*k+b] = sum[(i-o*p.taps*p.rows)*g.oc+o] })
+			continue
+		}
+		tapOrder(p, func(i, o, c, a, b int) { dw[((o*g.c+c)*k+a)*k+b] = sum[i] })
 	}
-	tapOrder(p, func(i, o, c, a, b int) { dw[((o*g.c+c)*k+a)*k+b] = sum[i] })
 }
 
 // filterGradTransposed reports whether a filter gradient with k output

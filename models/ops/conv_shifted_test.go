@@ -91,7 +91,7 @@ func runShifted[T elem](g convGeom, ws *Workspace, unroll int, x, w, dy []T) (y,
 	p := plan(&g, shiftForward)
 	shiftedConv(&p, ws, x, w, false, y)
 	p = plan(&g, shiftFilterGrad)
-	shiftedFilterGrad(&p, ws, x, dy, dw)
+	shiftedFilterGrad(&p, ws, x, dy, [][]T{dw})
 	gt, ok := g.dataGradGeom()
 	if !ok {
 		panic(fmt.Sprintf("%+v: no data-gradient geometry", g))

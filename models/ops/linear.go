@@ -34,8 +34,10 @@ type linearState struct {
 	ws            *Workspace
 	rows, in, out int
 	relu, needDX  bool
+	groups        int // per-group parameter gradients (Workspace.SetGroups)
 
 	y, dz, dw, db, dx *tensor.Dense
+	dwG, dbG          [][]float32 // with groups: each group's dW and db
 }
 
 // Linear builds x·W + b for x (B, in), w (in, out) and b (out), followed by a
@@ -45,9 +47,12 @@ func Linear(ws *Workspace, x, w, b *G.Node, relu, needDX bool) (*G.Node, error) 
 	if len(xs) != 2 || len(wsh) != 2 {
 		return nil, fmt.Errorf("linear: input %v and weights %v, expected (B, in) and (in, out)", xs, wsh)
 	}
-	st := &linearState{id: nextOpID(), ws: ws, rows: xs[0], in: wsh[0], out: wsh[1], relu: relu, needDX: needDX}
+	st := &linearState{id: nextOpID(), ws: ws, rows: xs[0], in: wsh[0], out: wsh[1], relu: relu, needDX: needDX, groups: ws.Groups()}
 	if err := st.check(xs, wsh, b.Shape()); err != nil {
 		return nil, err
+	}
+	if st.rows%st.groups != 0 {
+		return nil, fmt.Errorf("%v: %d rows do not split into %d groups", st.name("Linear"), st.rows, st.groups)
 	}
 	return G.ApplyOp(&linearOp{plainOp{}, st}, x, w, b)
 }
@@ -238,7 +243,17 @@ func (op *linearBackOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
 
 // WriteInto makes the op write the bias gradient into backing (see OutputInto).
 func (op *linearBackOp) WriteInto(backing any) bool {
-	return writeInto(&op.db, backing, tensor.Shape{op.out})
+	return op.groups < 2 && writeInto(&op.db, backing, tensor.Shape{op.out})
+}
+
+// WriteGroupsInto makes the op write each group's bias gradient into dsts
+// (see GroupedOutput).
+func (op *linearBackOp) WriteGroupsInto(dsts [][]float32) bool {
+	if !groupDsts(dsts, op.groups, tensor.Shape{op.out}) || !writeInto(&op.db, dsts[0], tensor.Shape{op.out}) {
+		return false
+	}
+	op.dbG = dsts
+	return true
 }
 
 func (op *linearBackOp) Do(vals ...G.Value) (G.Value, error) {
@@ -265,38 +280,58 @@ func (op *linearBackOp) Do(vals ...G.Value) (G.Value, error) {
 	if op.relu {
 		dz = reuse(&op.dz, dt, tensor.Shape{op.rows, op.out})
 	}
+	if op.groups > 1 {
+		x, ok := a[0].Data().([]float32)
+		if !ok || len(op.dwG) != op.groups || len(op.dbG) != op.groups {
+			return nil, errNoGroupDsts(op, op.groups)
+		}
+		var dxs []float32
+		if dx != nil {
+			dxs = dx.Float32s()
+		}
+		linearBackward(op.linearState, x, a[1].Float32s(), a[2].Float32s(), a[3].Float32s(), dz.Float32s(), op.dwG, op.dbG, dxs)
+		return db, nil
+	}
 	switch x := a[0].Data().(type) {
 	case []float32:
 		var dxs []float32
 		if dx != nil {
 			dxs = dx.Float32s()
 		}
-		linearBackward(op.linearState, x, a[1].Float32s(), a[2].Float32s(), a[3].Float32s(), dz.Float32s(), dw.Float32s(), db.Float32s(), dxs)
+		linearBackward(op.linearState, x, a[1].Float32s(), a[2].Float32s(), a[3].Float32s(), dz.Float32s(), [][]float32{dw.Float32s()}, [][]float32{db.Float32s()}, dxs)
 	case []float64:
 		var dxs []float64
 		if dx != nil {
 			dxs = dx.Float64s()
 		}
-		linearBackward(op.linearState, x, a[1].Float64s(), a[2].Float64s(), a[3].Float64s(), dz.Float64s(), dw.Float64s(), db.Float64s(), dxs)
+		linearBackward(op.linearState, x, a[1].Float64s(), a[2].Float64s(), a[3].Float64s(), dz.Float64s(), [][]float64{dw.Float64s()}, [][]float64{db.Float64s()}, dxs)
 	}
 	return db, nil
 }
 
 // linearBackward computes dz (dy masked by the ReLU; dz is dy without one)
 // and db, then dW = xᵀ·dz block of W's columns by block, then dx = dz·Wᵀ
-// block of x's columns by block (dx nil: not needed).
+// block of x's columns by block (dx nil: not needed). With groups (len(dws)
+// > 1) the rows are len(dws) groups laid end to end, and group g's dW and db
+// (its rows' sums, as if it were the whole batch) go to dws[g] and dbs[g].
 //
 // dz and db are computed over wide ranges of columns, one per worker (each
 // column's sum runs over the rows in order whatever the range): over the
 // GEMMs' narrow blocks, reading dy and y a few cache lines per row at a
 // stride of a whole row defeated the hardware prefetcher, and the pass took
 // several times as long at batch 256.
-func linearBackward[T elem](st *linearState, x, w, y, dy, dz, dw, db, dx []T) {
+func linearBackward[T elem](st *linearState, x, w, y, dy, dz []T, dws, dbs [][]T, dx []T) {
+	rg := st.rows / len(dws)
 	parallel(st.out, st.ws.split(st.rows*st.out/linearMinElems+1), func(_, lo, hi int) {
-		maskSums(dz[lo:], dy[lo:], y[lo:], st.out, st.rows, db[lo:hi], st.relu)
+		for g, db := range dbs {
+			o := g*rg*st.out + lo
+			maskSums(dz[o:], dy[o:], y[o:], st.out, rg, db[lo:hi], st.relu)
+		}
 	})
 	st.blocks(linearBlocks(st.out, st.rows*st.in), st.out, func(lo, hi int) {
-		gemm(true, false, st.in, hi-lo, st.rows, x, st.in, dz[lo:], st.out, 0, dw[lo:], st.out)
+		for g, dw := range dws {
+			gemm(true, false, st.in, hi-lo, rg, x[g*rg*st.in:], st.in, dz[g*rg*st.out+lo:], st.out, 0, dw[lo:], st.out)
+		}
 	})
 	if dx == nil {
 		return
@@ -378,10 +413,21 @@ func (op *linearGradOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
 // WriteInto makes the weight gradient's op write into backing (see
 // OutputInto); the input gradient's op refuses.
 func (op *linearGradOp) WriteInto(backing any) bool {
-	if op.which != 1 {
+	if op.which != 1 || op.groups > 1 {
 		return false
 	}
 	return writeInto(&op.dw, backing, tensor.Shape{op.in, op.out})
+}
+
+// WriteGroupsInto makes the weight gradient's op write each group's into
+// dsts (see GroupedOutput); the input gradient's op refuses.
+func (op *linearGradOp) WriteGroupsInto(dsts [][]float32) bool {
+	shape := tensor.Shape{op.in, op.out}
+	if op.which != 1 || !groupDsts(dsts, op.groups, shape) || !writeInto(&op.dw, dsts[0], shape) {
+		return false
+	}
+	op.dwG = dsts
+	return true
 }
 
 func (op *linearGradOp) Do(vals ...G.Value) (G.Value, error) {

@@ -106,7 +106,7 @@ func TestLinearMatchesReference(t *testing.T) {
 				dz = make([]float32, rows*out)
 			}
 			linearForward(st, y, x, w, b)
-			linearBackward(st, x, w, y, dy, dz, dw, db, dx)
+			linearBackward(st, x, w, y, dy, dz, [][]float32{dw}, [][]float32{db}, dx)
 			got := [][]float32{y, dw, db, dx}
 			if workers == 1 {
 				for i, want := range [][]float64{wantY, wantDW, wantDB, wantDX} {

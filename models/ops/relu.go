@@ -29,17 +29,22 @@ func channels(s tensor.Shape) (n, c, inner int) {
 // biasOp adds a per-channel bias, with an optional ReLU.
 type biasOp struct {
 	plainOp
-	id   int64
-	ws   *Workspace
-	dims int
-	relu bool
-	y    *tensor.Dense
+	id     int64
+	ws     *Workspace
+	dims   int
+	relu   bool
+	groups int // per-group bias gradients (Workspace.SetGroups)
+	y      *tensor.Dense
 }
 
 // BiasAct builds x + b (b of shape (C), broadcast over every axis of x but the
 // second), followed by a ReLU if relu.
 func BiasAct(ws *Workspace, x, b *G.Node, relu bool) (*G.Node, error) {
-	return G.ApplyOp(&biasOp{id: nextOpID(), ws: ws, dims: x.Dims(), relu: relu}, x, b)
+	op := &biasOp{id: nextOpID(), ws: ws, dims: x.Dims(), relu: relu, groups: ws.Groups()}
+	if s := x.Shape(); len(s) < 2 || s[0]%op.groups != 0 {
+		return nil, fmt.Errorf("%v: input %v does not split into %d groups", op, s, op.groups)
+	}
+	return G.ApplyOp(op, x, b)
 }
 
 func (op *biasOp) Arity() int            { return 2 }
@@ -112,7 +117,7 @@ func (op *biasOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error)
 			return nil, err
 		}
 	}
-	db, err := G.ApplyOp(&biasGradOp{id: op.id, ws: op.ws, dims: op.dims, bShape: inputs[1].Shape().Clone()}, d)
+	db, err := G.ApplyOp(&biasGradOp{id: op.id, ws: op.ws, dims: op.dims, groups: op.groups, bShape: inputs[1].Shape().Clone()}, d)
 	if err != nil {
 		return nil, err
 	}
@@ -221,14 +226,27 @@ func (op *reluGradOp) Do(vals ...G.Value) (G.Value, error) {
 	return d, nil
 }
 
-// biasGradOp sums a gradient (N, C, ...) over every axis but the channel.
+// biasGradOp sums a gradient (N, C, ...) over every axis but the channel;
+// with groups, over each group of N/groups samples into its own slice.
 type biasGradOp struct {
 	backwardOp
 	id     int64 // the forward op's
 	ws     *Workspace
 	dims   int
+	groups int
 	bShape tensor.Shape
 	db     *tensor.Dense
+	dbG    [][]float32
+}
+
+// WriteGroupsInto makes the op write each group's bias gradient into dsts
+// (see GroupedOutput).
+func (op *biasGradOp) WriteGroupsInto(dsts [][]float32) bool {
+	if !groupDsts(dsts, op.groups, op.bShape) || !writeInto(&op.db, dsts[0], op.bShape) {
+		return false
+	}
+	op.dbG = dsts
+	return true
 }
 
 func (op *biasGradOp) Arity() int            { return 1 }
@@ -250,6 +268,22 @@ func (op *biasGradOp) Do(vals ...G.Value) (G.Value, error) {
 		return nil, fmt.Errorf("%v: gradient %v does not fit bias %v", op, s, op.bShape)
 	}
 	db := reuse(&op.db, a[0].Dtype(), op.bShape)
+	if op.groups > 1 {
+		d, ok := a[0].Data().([]float32)
+		if !ok || len(op.dbG) != op.groups {
+			return nil, errNoGroupDsts(op, op.groups)
+		}
+		if s[0]%op.groups != 0 {
+			return nil, fmt.Errorf("%v: gradient %v does not split into %d groups", op, s, op.groups)
+		}
+		gs := s.Clone()
+		gs[0] /= op.groups
+		per := gs.TotalSize()
+		for g, dst := range op.dbG {
+			channelSums(op.ws, dst, d[g*per:][:per], gs)
+		}
+		return db, nil
+	}
 	switch d := a[0].Data().(type) {
 	case []float32:
 		channelSums(op.ws, db.Float32s(), d, s)

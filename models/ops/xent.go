@@ -32,6 +32,10 @@ type xentState struct {
 	id            int64
 	ws            *Workspace
 	rows, classes int
+	// groups (Workspace.SetGroups): the backward pass is that of the sum of
+	// the groups' mean losses, so each group's parameter gradients are those
+	// of its own mean loss; the output is still the mean over all rows.
+	groups int
 
 	p     *tensor.Dense // softmax of the logits (R, C)
 	rowL  []float64     // each row's loss
@@ -48,9 +52,12 @@ func SoftmaxCrossEntropy(ws *Workspace, logits, y *G.Node) (*G.Node, error) {
 	if len(s) != 2 || s[0] < 1 || s[1] < 1 {
 		return nil, fmt.Errorf("softmax cross-entropy: logits %v, expected (rows, classes)", s)
 	}
-	st := &xentState{id: nextOpID(), ws: ws, rows: s[0], classes: s[1]}
+	st := &xentState{id: nextOpID(), ws: ws, rows: s[0], classes: s[1], groups: ws.Groups()}
 	if err := st.check(s, y.Shape()); err != nil {
 		return nil, err
+	}
+	if st.rows%st.groups != 0 {
+		return nil, fmt.Errorf("%v: %d rows do not split into %d groups", st.name("SoftmaxXent"), st.rows, st.groups)
 	}
 	return G.ApplyOp(&xentOp{plainOp{}, st}, logits, y)
 }
@@ -223,7 +230,7 @@ func (op *xentGradOp) Do(vals ...G.Value) (G.Value, error) {
 		return nil, fmt.Errorf("%v: backward pass before the forward pass", op)
 	}
 	dz := reuse(&op.dz, dt, tensor.Shape{op.rows, op.classes})
-	scale := g / float64(op.rows)
+	scale := g / float64(op.rows/op.groups)
 	switch p := op.p.Data().(type) {
 	case []float32:
 		xentBackward(op.xentState, dz.Float32s(), p, a[1].Float32s(), scale)
@@ -252,6 +259,27 @@ func xentGradRow[T elem](d, p, y []T, scale float64) {
 	for c, v := range p {
 		d[c] = T(scale * (float64(v)*sy - float64(y[c])))
 	}
+}
+
+// GroupLosses writes the mean loss of each group of rows (Workspace.SetGroups)
+// of the last run of loss, a node built by SoftmaxCrossEntropy, into out.
+func GroupLosses(loss *G.Node, out []float64) error {
+	op, ok := loss.Op().(*xentOp)
+	if !ok {
+		return fmt.Errorf("group losses: %v is not a softmax cross-entropy", loss)
+	}
+	if len(out) != op.groups || len(op.rowL) != op.rows {
+		return fmt.Errorf("%v: %d groups, %d losses asked for, or not run yet", op, op.groups, len(out))
+	}
+	rg := op.rows / op.groups
+	for g := range out {
+		var t float64
+		for _, l := range op.rowL[g*rg:][:rg] {
+			t += l
+		}
+		out[g] = t / float64(rg)
+	}
+	return nil
 }
 
 // scalarOf reads a scalar value (a Gorgonia scalar or a one-element tensor).
