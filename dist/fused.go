@@ -197,6 +197,20 @@ func (e *Engine) StateRestored() {
 // Fused reports whether Fuse enabled fused steps.
 func (e *Engine) Fused() bool { return e.fused != nil }
 
+// Passes says how each replica computes the workers it hosts: "one by one",
+// "fused" (one batch, one mean gradient) or "grouped" (one pass, each
+// worker's own gradient); the last two still run every fuseSample-th step
+// one by one.
+func (e *Engine) Passes() string {
+	switch {
+	case e.fused == nil:
+		return "one by one"
+	case e.fused.groupers != nil:
+		return "grouped"
+	}
+	return "fused"
+}
+
 // stepFused is Step with each replica's workers computed as one batch.
 func (e *Engine) stepFused(step int, batch func(w int) ([]float32, []int32)) (float64, error) {
 	f := e.fused

@@ -81,8 +81,8 @@ func TestFusedStepMatchesWorkerByWorker(t *testing.T) {
 	if err := fused.engine.Fuse(); err != nil {
 		t.Fatal(err)
 	}
-	if !fused.engine.Fused() || plain.engine.Fused() {
-		t.Fatal("Fused does not report Fuse")
+	if !fused.engine.Fused() || plain.engine.Fused() || fused.engine.Passes() != "fused" {
+		t.Fatalf("Fused %v and %v, Passes %q: expected fused passes after Fuse", fused.engine.Fused(), plain.engine.Fused(), fused.engine.Passes())
 	}
 	for step := 24; step <= 27; step++ { // step 25 runs worker by worker, the others fused
 		lp, err := plain.engine.Step(step, batches(step))
@@ -139,8 +139,8 @@ func TestGroupedStepMatchesWorkerByWorker(t *testing.T) {
 	if err := grouped.engine.Fuse(); err != nil {
 		t.Fatal(err)
 	}
-	if !grouped.engine.Fused() {
-		t.Fatal("Fused does not report Fuse")
+	if !grouped.engine.Fused() || grouped.engine.Passes() != "grouped" || plain.engine.Passes() != "one by one" {
+		t.Fatalf("Fused %v, Passes %q and %q: expected grouped passes after Fuse", grouped.engine.Fused(), grouped.engine.Passes(), plain.engine.Passes())
 	}
 	for step := 24; step <= 27; step++ { // step 25 runs worker by worker, the others grouped
 		lp, err := plain.engine.Step(step, batches(step))

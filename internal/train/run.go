@@ -382,7 +382,7 @@ func (j *job) setup(ctx context.Context) error {
 	j.batch = newBatchBuffers(j.engine.LocalWorkers(), c.WorkerBatch()*numel(in.Shape), c.WorkerBatch()*in.YLen)
 	j.log.Info("model", "name", c.Model.Name, "params", j.net.NumParams(), "ops", c.Model.Ops,
 		"blas", models.BLAS, "blas_core", models.BLASCoreType(), "op_workers", j.net.OpWorkers(), "eval_op_workers", j.net.EvalOpWorkers())
-	j.log.Info("workers", "workers", c.Dist.Workers, "replicas", len(j.nets), "backend", c.Dist.Backend)
+	j.log.Info("workers", "workers", c.Dist.Workers, "replicas", len(j.nets), "backend", c.Dist.Backend, "passes", j.engine.Passes())
 	j.log.Info("data", "name", c.Data.Name, "dir", j.dataDir, "train", j.train.Len(), "validation", c.Data.Validation,
 		"test", j.test.Len(), "global_batch", j.globalBatch, "steps_per_epoch", j.stepsPerEpoch)
 	return ctx.Err()
