@@ -14,6 +14,8 @@ type fuseRun struct {
 	engine    *dist.Engine
 	nets      []*models.Net
 	exchanges []*compress.Exchange
+	members   []dist.Collective
+	xs        []dist.Exchanger
 }
 
 // newFuseRun builds an in-process engine of workers over replicas (LeNet-5
@@ -53,8 +55,14 @@ func newFuseRun(t *testing.T, model string, workers, replicas int, comp string) 
 	if r.engine, err = dist.NewEngine(members, reps, xs); err != nil {
 		t.Fatal(err)
 	}
+	r.members, r.xs = members, xs
 	return r
 }
+
+// ungroupable is a model that cannot split its gradients by batch.
+type ungroupable struct{ *models.Net }
+
+func (ungroupable) Groupable() bool { return false }
 
 // batches gives every worker its own deterministic batch of 3 examples.
 func batches(step int) func(w int) ([]float32, []int32) {
@@ -201,8 +209,9 @@ func TestGroupedStepMatchesWorkerByWorker(t *testing.T) {
 	}
 }
 
-// TestFuseRefuses: BatchNorm, a compressor and uneven replicas keep steps
-// worker by worker, and Fuse says why.
+// TestFuseRefuses: BatchNorm, a per-worker compressor on a model whose layers
+// cannot split their gradients by batch and uneven replicas keep steps worker
+// by worker, and Fuse says why.
 func TestFuseRefuses(t *testing.T) {
 	for _, c := range []struct {
 		model, comp      string
@@ -211,7 +220,6 @@ func TestFuseRefuses(t *testing.T) {
 	}{
 		{"resnet20", "none", 4, 2, "interact"},
 		{"resnet20", "dgc", 4, 2, "interact"},
-		{"lstm", "dgc", 4, 2, "own gradient"},
 		{"lenet5", "none", 3, 2, "evenly"},
 		{"lenet5", "none", 2, 2, "nothing to fuse"},
 	} {
@@ -223,5 +231,13 @@ func TestFuseRefuses(t *testing.T) {
 		if r.engine.Fused() {
 			t.Errorf("%s %s: Fused after a refusal", c.model, c.comp)
 		}
+	}
+	r := newFuseRun(t, "lenet5", 4, 2, "dgc")
+	e, err := dist.NewEngine(r.members, []dist.Replica{ungroupable{r.nets[0]}, ungroupable{r.nets[1]}}, r.xs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Fuse(); err == nil || !strings.Contains(err.Error(), "own gradient") || e.Fused() {
+		t.Errorf("dgc on a model that cannot group: Fuse error %v, Fused %v; expected a refusal naming the per-worker exchange", err, e.Fused())
 	}
 }

@@ -22,10 +22,9 @@ type groupedTape struct {
 // Groupable reports whether StepGrouped can compute several worker batches'
 // gradients in one pass: the model is Fusable and every parameter's gradient
 // comes straight from an op that can split it by group (the fast linear,
-// convolution and bias ops; not the LSTM layers, whose weights' gradients
-// are not yet computed per group).
+// convolution, bias, LSTM and embedding ops).
 func (n *Net) Groupable() bool {
-	if !n.Fusable() || n.gradNodes == nil || n.tokens {
+	if !n.Fusable() || n.gradNodes == nil {
 		return false
 	}
 	for _, g := range n.gradNodes {

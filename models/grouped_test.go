@@ -21,6 +21,8 @@ func TestStepGroupedIsSteps(t *testing.T) {
 		{Config{Name: "lenet5"}, Input{Shape: []int{1, 28, 28}, Classes: 10, YLen: 1}, 3},
 		// 32 a batch: the filter gradients' chunks hold several samples.
 		{Config{Name: "lenet5"}, Input{Shape: []int{3, 32, 32}, Classes: 10, YLen: 1}, 32},
+		{Config{Name: "lstm", Hidden: []int{16}}, Input{Shape: []int{1, 6, 5}, Classes: 4, YLen: 1}, 5},
+		{Config{Name: "charlstm", HiddenSize: 12, Layers: 2, EmbedDim: 6}, Input{Shape: []int{7}, Classes: 9, YLen: 7}, 3},
 	} {
 		t.Run(c.cfg.Name, func(t *testing.T) {
 			net, err := New(c.cfg, c.in, c.batch, c.batch, 5)
@@ -36,7 +38,7 @@ func TestStepGroupedIsSteps(t *testing.T) {
 				var want [][]float32
 				var wantLoss []float64
 				for b := range k {
-					x, y := randomBatch(uint64(10*s+b+1), c.batch, c.in, false)
+					x, y := randomBatch(uint64(10*s+b+1), c.batch, c.in, c.cfg.Name == "charlstm")
 					xs, ys = append(xs, x...), append(ys, y...)
 					l, err := net.Step(x, y)
 					if err != nil {
@@ -83,15 +85,13 @@ func TestStepGroupedIsSteps(t *testing.T) {
 }
 
 // TestStepGroupedRefuses: BatchNorm's statistics would cover the union of the
-// batches, the LSTM's weights have no per-group gradients yet, and k and the
-// loss slots must fit.
+// batches, and k and the loss slots must fit.
 func TestStepGroupedRefuses(t *testing.T) {
 	for _, c := range []struct {
 		cfg Config
 		in  Input
 	}{
 		{Config{Name: "resnet20"}, Input{Shape: []int{3, 8, 8}, Classes: 10, YLen: 1}},
-		{Config{Name: "lstm", Hidden: []int{16}}, Input{Shape: []int{1, 6, 5}, Classes: 4, YLen: 1}},
 	} {
 		net, err := New(c.cfg, c.in, 2, 2, 1)
 		if err != nil {

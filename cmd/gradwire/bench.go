@@ -69,8 +69,8 @@ step reuses one random batch. Each --scenario is WORKERS/REPLICAS/COMPRESSOR,
 or WORKERS/REPLICAS/COMPRESSOR/unfused to keep the workers' steps one by one
 where the trainer computes a replica's workers in one pass (models without
 BatchNorm: one fused batch with compress.name none or powersgd, one grouped
-pass with each worker's own gradient for the other compressors on mlp and
-lenet5); the default is 1/1/none, 8/2/none, 8/2/dgc and
+pass with each worker's own gradient for the other compressors on mlp,
+lenet5, lstm and charlstm); the default is 1/1/none, 8/2/none, 8/2/dgc and
 8/2/powersgd. Each replica's
 fast ops split their work over GOMAXPROCS/replicas goroutines, as in training.
 The scenarios are built up front, warmed up in turn, then timed in --trials

@@ -60,6 +60,10 @@ type lstmState struct {
 	y     *tensor.Dense // (B, H): the output when last
 
 	dx, dwx, dwh, db *tensor.Dense
+	// Per-group weight gradients (Workspace.SetGroups): groups of B/groups
+	// sequences, each group's dWx, dWh and db into its own slices.
+	groups          int
+	dwxG, dwhG, dbG [][]float32
 }
 
 // LSTM builds the fused LSTM of x (B, T, in) with weights wx (in, 4H),
@@ -72,9 +76,12 @@ func LSTM(ws *Workspace, x, wx, wh, bias *G.Node, last, needDX bool) (*G.Node, e
 		return nil, fmt.Errorf("lstm: input %v, expected (B, T, in)", xs)
 	}
 	d := lstmDims{b: xs[0], t: xs[1], in: xs[2], h: hs[0]}
-	st := &lstmState{id: nextOpID(), dims: d, last: last, needDX: needDX, ws: ws}
+	st := &lstmState{id: nextOpID(), dims: d, last: last, needDX: needDX, ws: ws, groups: ws.Groups()}
 	if err := st.check(xs, wx.Shape(), hs, bias.Shape()); err != nil {
 		return nil, err
+	}
+	if d.b%st.groups != 0 {
+		return nil, fmt.Errorf("%v: %d sequences do not split into %d groups", st.name("LSTM"), d.b, st.groups)
 	}
 	return G.ApplyOp(&lstmOp{plainOp{}, st}, x, wx, wh, bias)
 }
@@ -365,6 +372,20 @@ func (op *lstmBackOp) Do(vals ...G.Value) (G.Value, error) {
 	dwx := reuse(&op.dwx, dt, tensor.Shape{d.in, 4 * d.h})
 	dwh := reuse(&op.dwh, dt, tensor.Shape{d.h, 4 * d.h})
 	db := reuse(&op.db, dt, tensor.Shape{4 * d.h})
+	if op.groups > 1 {
+		x, ok := a[0].Data().([]float32)
+		if !ok || len(op.dwxG) != op.groups || len(op.dwhG) != op.groups || len(op.dbG) != op.groups {
+			return nil, errNoGroupDsts(op, op.groups)
+		}
+		var dxs []float32
+		if dx != nil {
+			dxs = dx.Float32s()
+		}
+		lstmBackward(op.lstmState, x, a[1].Float32s(), a[2].Float32s(), a[4].Float32s(),
+			op.gates.Float32s(), op.cells.Float32s(), op.tanhc.Float32s(), op.hs.Float32s(),
+			dxs, lstmGroupGrads[float32]{op.dwxG, op.dwhG, op.dbG})
+		return db, nil
+	}
 	switch x := a[0].Data().(type) {
 	case []float32:
 		var dxs []float32
@@ -373,7 +394,7 @@ func (op *lstmBackOp) Do(vals ...G.Value) (G.Value, error) {
 		}
 		lstmBackward(op.lstmState, x, a[1].Float32s(), a[2].Float32s(), a[4].Float32s(),
 			op.gates.Float32s(), op.cells.Float32s(), op.tanhc.Float32s(), op.hs.Float32s(),
-			dxs, dwx.Float32s(), dwh.Float32s(), db.Float32s())
+			dxs, lstmGroupGrads[float32]{[][]float32{dwx.Float32s()}, [][]float32{dwh.Float32s()}, [][]float32{db.Float32s()}})
 	case []float64:
 		var dxs []float64
 		if dx != nil {
@@ -381,21 +402,40 @@ func (op *lstmBackOp) Do(vals ...G.Value) (G.Value, error) {
 		}
 		lstmBackward(op.lstmState, x, a[1].Float64s(), a[2].Float64s(), a[4].Float64s(),
 			op.gates.Float64s(), op.cells.Float64s(), op.tanhc.Float64s(), op.hs.Float64s(),
-			dxs, dwx.Float64s(), dwh.Float64s(), db.Float64s())
+			dxs, lstmGroupGrads[float64]{[][]float64{dwx.Float64s()}, [][]float64{dwh.Float64s()}, [][]float64{db.Float64s()}})
 	}
 	return db, nil
 }
 
+// WriteGroupsInto makes the op write each group's bias gradient into dsts
+// (see GroupedOutput).
+func (op *lstmBackOp) WriteGroupsInto(dsts [][]float32) bool {
+	shape := tensor.Shape{4 * op.dims.h}
+	if !groupDsts(dsts, op.groups, shape) || !writeInto(&op.db, dsts[0], shape) {
+		return false
+	}
+	op.dbG = dsts
+	return true
+}
+
+// lstmGroupGrads are where the weight and bias gradients go: one slice per
+// group of sequences (one group without Workspace.SetGroups).
+type lstmGroupGrads[T elem] struct{ wx, wh, b [][]T }
+
 // lstmBackward computes dA chunk by chunk, backwards in time, then each
 // chunk's dx rows and its parts of dWx, dWh and db; the parts are summed over
-// the chunks in order. dx is nil when not needed.
-func lstmBackward[T elem](st *lstmState, x, wx, wh, dy, gates, cells, tanhc, hs, dx, dwx, dwh, db []T) {
+// the chunks in order, per group of sequences (no chunk spans two groups).
+// dx is nil when not needed.
+func lstmBackward[T elem](st *lstmState, x, wx, wh, dy, gates, cells, tanhc, hs, dx []T, out lstmGroupGrads[T]) {
 	d := st.dims
-	chunks := lstmChunks(d.b)
+	k := len(out.wx)
+	// One group: lstmChunks(B) chunks, as the forward pass cuts the batch.
+	ng, cg := d.b/k, min(max(1, LSTMMaxChunks/k), d.b/k)
+	chunks := k * cg
 	nw := st.ws.split(chunks)
 	g4 := 4 * d.h
 	nwx, nwh := d.in*g4, d.h*g4
-	nb := (d.b + chunks - 1) / chunks // the largest chunk
+	nb := (ng + cg - 1) / cg // the largest chunk
 	// The chunks' parts of dWx, of dWh and of db, each chunk after chunk as
 	// sumParts reads them; each chunk's carried dh and dc; on gonum's GEMM,
 	// each worker's transposed operands of the weight gradients.
@@ -413,16 +453,18 @@ func lstmBackward[T elem](st *lstmState, x, wx, wh, dy, gates, cells, tanhc, hs,
 	carry, tbuf := buf[:chunks*2*nb*d.h], buf[chunks*2*nb*d.h:]
 	parallel(chunks, nw, func(wk, lo, hi int) {
 		for ch := lo; ch < hi; ch++ {
-			b0, b1 := d.chunk(ch, chunks)
+			b0, b1 := chunkSpan(ch, ng, cg)
 			c := carry[ch*2*nb*d.h:][:2*nb*d.h]
 			lstmBackwardChunk(st, b0, b1, x, wx, wh, dy, gates, cells, tanhc, hs, dx, c[:nb*d.h], c[nb*d.h:])
 			pw := lstmParts[T]{pwx[ch*nwx:][:nwx], pwh[ch*nwh:][:nwh], pb[ch*g4:][:g4]}
 			lstmWeightGrads(d, b0, b1, x, gates, hs, pw, tbuf[wk*trans:][:trans])
 		}
 	})
-	sumParts(st.ws, dwx, pwx, chunks)
-	sumParts(st.ws, dwh, pwh, chunks)
-	sumParts(st.ws, db, pb, chunks)
+	for gi := range k {
+		sumParts(st.ws, out.wx[gi], pwx[gi*cg*nwx:], cg)
+		sumParts(st.ws, out.wh[gi], pwh[gi*cg*nwh:], cg)
+		sumParts(st.ws, out.b[gi], pb[gi*cg*g4:], cg)
+	}
 }
 
 // lstmParts are one chunk's parts of the weight and bias gradients.
@@ -571,4 +613,22 @@ func (op *lstmGradOp) Do(vals ...G.Value) (G.Value, error) {
 	// A Reshape downstream may have reshaped the tensor in place last step.
 	shape, _ := op.InferShape()
 	return reuse(p, (*p).Dtype(), shape), nil
+}
+
+// WriteGroupsInto makes a weight gradient's op write each group's into dsts
+// (see GroupedOutput); the input gradient's op refuses.
+func (op *lstmGradOp) WriteGroupsInto(dsts [][]float32) bool {
+	if op.which == 0 {
+		return false
+	}
+	shape, _ := op.InferShape()
+	p, g := &op.dwx, &op.dwxG
+	if op.which == 2 {
+		p, g = &op.dwh, &op.dwhG
+	}
+	if !groupDsts(dsts, op.groups, shape) || !writeInto(p, dsts[0], shape) {
+		return false
+	}
+	*g = dsts
+	return true
 }

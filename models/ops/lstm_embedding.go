@@ -30,6 +30,10 @@ type embedState struct {
 	y     *tensor.Dense
 	dE    *tensor.Dense
 	dx    *tensor.Dense
+	// Per-group table gradients (Workspace.SetGroups): groups of N/groups
+	// rows, each group's dE into its own slice.
+	groups int
+	dEG    [][]float32
 }
 
 // Embedding builds x·E for x (N, V) and E (V, D); needDX is false when x
@@ -39,7 +43,11 @@ func Embedding(ws *Workspace, x, e *G.Node, needDX bool) (*G.Node, error) {
 	if len(xs) != 2 || len(es) != 2 || xs[1] != es[0] {
 		return nil, fmt.Errorf("embedding: input %v and table %v do not fit", xs, es)
 	}
-	return G.ApplyOp(&embedOp{plainOp{}, &embedState{id: nextOpID(), ws: ws, needDX: needDX}}, x, e)
+	st := &embedState{id: nextOpID(), ws: ws, needDX: needDX, groups: ws.Groups()}
+	if xs[0]%st.groups != 0 {
+		return nil, fmt.Errorf("embedding: %d rows do not split into %d groups", xs[0], st.groups)
+	}
+	return G.ApplyOp(&embedOp{plainOp{}, st}, x, e)
 }
 
 func (st *embedState) name(kind string) string { return fmt.Sprintf("%s#%d", kind, st.id) }
@@ -173,22 +181,49 @@ func (op *embedTableGradOp) Do(vals ...G.Value) (G.Value, error) {
 		return nil, fmt.Errorf("%v: output gradient %v, expected (%d, %d)", op, a[0].Shape(), n, d)
 	}
 	de := reuse(&op.dE, a[0].Dtype(), op.eShape)
+	if op.groups > 1 {
+		dy, ok := a[0].Data().([]float32)
+		if !ok || len(op.dEG) != op.groups {
+			return nil, errNoGroupDsts(op, op.groups)
+		}
+		if n%op.groups != 0 {
+			return nil, fmt.Errorf("%v: %d rows do not split into %d groups", op, n, op.groups)
+		}
+		embedTableGrad(op.embedState, dy, op.dEG, d)
+		return de, nil
+	}
 	switch dy := a[0].Data().(type) {
 	case []float32:
-		embedTableGrad(op.embedState, dy, de.Float32s(), d)
+		embedTableGrad(op.embedState, dy, [][]float32{de.Float32s()}, d)
 	case []float64:
-		embedTableGrad(op.embedState, dy, de.Float64s(), d)
+		embedTableGrad(op.embedState, dy, [][]float64{de.Float64s()}, d)
 	}
 	return de, nil
 }
 
+// WriteGroupsInto makes the op write each group's table gradient into dsts
+// (see GroupedOutput).
+func (op *embedTableGradOp) WriteGroupsInto(dsts [][]float32) bool {
+	if !groupDsts(dsts, op.groups, op.eShape) || !writeInto(&op.dE, dsts[0], op.eShape) {
+		return false
+	}
+	op.dEG = dsts
+	return true
+}
+
 // embedTableGrad adds the rows of dy into the table rows they were read from,
 // in row order; workers split the columns, so the order of every sum is fixed.
-func embedTableGrad[T elem](st *embedState, dy, de []T, d int) {
-	clear(de)
+// With groups (len(des) > 1) the rows are that many groups laid end to end,
+// each added into its own des[g].
+func embedTableGrad[T elem](st *embedState, dy []T, des [][]T, d int) {
+	for _, de := range des {
+		clear(de)
+	}
 	n := len(st.start) - 1
+	ng := n / len(des)
 	parallel(d, st.ws.split(min(d/16, n*d/8192+1)), func(_, lo, hi int) {
 		for r := range n {
+			de := des[r/ng]
 			g := dy[r*d+lo : r*d+hi]
 			for k := st.start[r]; k < st.start[r+1]; k++ {
 				row := de[int(st.col[k])*d+lo : int(st.col[k])*d+hi]

@@ -41,7 +41,7 @@ func TestFastEmbeddingOneHot(t *testing.T) {
 		}
 	}
 	de := make([]float32, vocab*dim)
-	embedTableGrad(st, dy, de, dim)
+	embedTableGrad(st, dy, [][]float32{de}, dim)
 	want := make([]float32, vocab*dim)
 	for r, c := range ids {
 		for j := range dim {
