@@ -209,6 +209,28 @@ func TestGroupedStepMatchesWorkerByWorker(t *testing.T) {
 	}
 }
 
+// TestGroupedStepFailure: a NaN loss in one worker's batch fails the step,
+// naming the workers of the pass that computed it and the batch.
+func TestGroupedStepFailure(t *testing.T) {
+	r := newFuseRun(t, "lenet5", 4, 2, "dgc")
+	if err := r.engine.Fuse(); err != nil {
+		t.Fatal(err)
+	}
+	good := batches(1)
+	nan := func(w int) ([]float32, []int32) {
+		x, y := good(w)
+		if w == 3 {
+			x = append([]float32(nil), x...)
+			x[0] = float32(math.NaN())
+		}
+		return x, y
+	}
+	_, err := r.engine.Step(1, nan)
+	if err == nil || !strings.Contains(err.Error(), "workers [1 3] (computed in one pass)") || !strings.Contains(err.Error(), "loss of batch 2 of 2 is NaN") {
+		t.Fatalf("a NaN in worker 3's batch: error %v, expected one naming workers [1 3] and batch 2's loss", err)
+	}
+}
+
 // TestFuseRefuses: BatchNorm, a per-worker compressor on a model whose layers
 // cannot split their gradients by batch and uneven replicas keep steps worker
 // by worker, and Fuse says why.

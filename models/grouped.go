@@ -71,7 +71,7 @@ func (n *Net) StepGrouped(x []float32, y []int32, k int, losses []float64) (floa
 	var mean float64
 	for i, l := range losses {
 		if math.IsNaN(l) || math.IsInf(l, 0) {
-			return l, fmt.Errorf("model %s: loss of batch %d of %d is %v", n.cfg.Name, i, k, l)
+			return l, fmt.Errorf("model %s: loss of batch %d of %d is %v", n.cfg.Name, i+1, k, l)
 		}
 		mean += l
 	}
