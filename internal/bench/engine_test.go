@@ -346,3 +346,34 @@ func TestFusedPowerSGDMatchesWorkerByWorker(t *testing.T) {
 		plain.close()
 	}
 }
+
+// TestScenarioPasses: a scenario runs its replicas' workers the way the
+// trainer would (fused for none, grouped for DGC on lenet5, one by one with
+// BatchNorm), and /unfused one by one.
+func TestScenarioPasses(t *testing.T) {
+	for _, c := range []struct {
+		model, scenario, want string
+	}{
+		{"lenet5", "8/2/none", "fused"},
+		{"lenet5", "8/2/dgc", "grouped"},
+		{"lenet5", "8/2/dgc/unfused", "one by one"},
+		{"resnet20", "4/2/dgc", "one by one"},
+	} {
+		cs, err := NewCase(c.model, 8, models.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := ParseScenario(c.scenario)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := newEngineRun(cs, s)
+		if err != nil {
+			t.Fatalf("%s %s: %v", c.model, c.scenario, err)
+		}
+		if got := r.engine.Passes(); got != c.want {
+			t.Errorf("%s %s: passes %q, expected %q", c.model, c.scenario, got, c.want)
+		}
+		r.close()
+	}
+}
