@@ -194,6 +194,10 @@ func (e *Engine) StateRestored() {
 	}
 }
 
+// Unfuse undoes Fuse before the first Step: the following Steps run worker
+// by worker.
+func (e *Engine) Unfuse() { e.fused = nil }
+
 // Fused reports whether Fuse enabled fused steps.
 func (e *Engine) Fused() bool { return e.fused != nil }
 

@@ -29,26 +29,53 @@ const memoryLimitEnv = "GRADWIRE_MEMORY_LIMIT"
 // the nets will be built with, replicas and localWorkers this process's.
 // Where the available memory is unknown (not Linux, no override) it checks
 // nothing.
-func checkRunMemory(cfg configs.Config, in models.Input, evalBatch, replicas, localWorkers int) error {
+func checkRunMemory(cfg configs.Config, in models.Input, evalBatch, replicas, localWorkers int) (memoryPlan, error) {
 	available, source, ok, err := availableMemory()
 	if err != nil || !ok {
-		return err
+		return memoryPlan{}, err
 	}
 	est, err := models.EstimateMemory(cfg.Model, in, cfg.WorkerBatch(), evalBatch)
 	if err != nil {
-		return err
+		return memoryPlan{}, err
 	}
 	optimBytes, err := optimStateBytesPerParam(cfg.Optim)
 	if err != nil {
-		return err
+		return memoryPlan{}, err
 	}
-	if err := checkMemory(est, replicas, localWorkers, optimBytes, workerExtraBytesPerParam(cfg.Compress), available); err != nil {
+	need, err := checkMemory(est, replicas, localWorkers, optimBytes, workerExtraBytesPerParam(cfg.Compress), available)
+	if err != nil {
 		if source == memoryLimitEnv {
-			return fmt.Errorf("%w\n(the memory available is the limit %s sets)", err, memoryLimitEnv)
+			return memoryPlan{}, fmt.Errorf("%w\n(the memory available is the limit %s sets)", err, memoryLimitEnv)
 		}
-		return fmt.Errorf("%w\n(the memory available is %s; %s sets another limit, e.g. %s=16GiB)", err, source, memoryLimitEnv, memoryLimitEnv)
+		return memoryPlan{}, fmt.Errorf("%w\n(the memory available is %s; %s sets another limit, e.g. %s=16GiB)", err, source, memoryLimitEnv, memoryLimitEnv)
 	}
-	return nil
+	return memoryPlan{need: need, available: available, ok: true}, nil
+}
+
+// memoryPlan is what checkRunMemory found: the run's estimated need and the
+// memory available to it; ok is false where the memory available is unknown.
+type memoryPlan struct {
+	need      float64
+	available uint64
+	ok        bool
+}
+
+// fitsFusedPasses reports whether the graphs that fused or grouped passes
+// build on their first step fit beside the run: each of the replicas holds a
+// training graph over its k workers' batches at once (k times the
+// activations), and with grouped passes k gradients; it also returns those
+// bytes. True where the memory available is unknown.
+func (m memoryPlan) fitsFusedPasses(cfg configs.Config, in models.Input, evalBatch, replicas, k int, grouped bool) (bool, float64, error) {
+	est, err := models.EstimateMemory(cfg.Model, in, k*cfg.WorkerBatch(), evalBatch)
+	if err != nil {
+		return false, 0, err
+	}
+	perReplica := float64(est.TrainBytes)
+	if grouped {
+		perReplica += float64(k) * float64(est.Params) * 4
+	}
+	extra := float64(replicas) * perReplica
+	return !m.ok || m.need+extra <= float64(m.available), extra, nil
 }
 
 // checkMemory refuses a run whose estimated memory exceeds available bytes,
@@ -60,7 +87,7 @@ func checkRunMemory(cfg configs.Config, in models.Input, evalBatch, replicas, lo
 //	+ localWorkers x P x (4 + workerExtraBytesPerParam)
 //	                                                 each worker's gradient (4 bytes a parameter),
 //	                                                 exchange buffers and compressor state
-func checkMemory(est models.Estimate, replicas, localWorkers int, optimStateBytesPerParam, workerExtraBytesPerParam float64, available uint64) error {
+func checkMemory(est models.Estimate, replicas, localWorkers int, optimStateBytesPerParam, workerExtraBytesPerParam float64, available uint64) (float64, error) {
 	p := float64(est.Params)
 	perReplica := float64(est.ReplicaBytes) + float64(est.TrainBytes)
 	replicaTotal := float64(replicas) * perReplica
@@ -69,7 +96,7 @@ func checkMemory(est models.Estimate, replicas, localWorkers int, optimStateByte
 	workerTotal := float64(localWorkers) * perWorker
 	need := replicaTotal + float64(est.EvalBytes) + optimTotal + workerTotal
 	if need <= float64(available) {
-		return nil
+		return need, nil
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "not enough memory: the run needs about %s, more than the %s available:\n", human(need), human(float64(available)))
@@ -80,7 +107,7 @@ func checkMemory(est models.Estimate, replicas, localWorkers int, optimStateByte
 	fmt.Fprintf(&b, "  workers (dist.workers): %d x %s = %s (gradient, exchange buffers and compressor state: %g bytes a parameter)\n",
 		localWorkers, human(perWorker), human(workerTotal), 4+workerExtraBytesPerParam)
 	b.WriteString("expected a run that fits: a smaller model, data.batch_size, data.eval_batch_size, dist.workers or dist.replicas")
-	return fmt.Errorf("%s", b.String())
+	return need, fmt.Errorf("%s", b.String())
 }
 
 // human writes a byte count in binary units: "512 B", "3.4 MiB", "161.2 GiB".

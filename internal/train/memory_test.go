@@ -1,6 +1,9 @@
 package train
 
 import (
+	"context"
+	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"runtime"
 	"strings"
@@ -19,10 +22,10 @@ import (
 // 1,000 x (4 + 8): 48,000. In all 132,000 + 30,000 + 4,000 + 48,000 = 214,000.
 func TestCheckMemory(t *testing.T) {
 	est := models.Estimate{Params: 1000, ParamBytes: 4000, ReplicaBytes: 16000, TrainBytes: 50000, EvalBytes: 30000}
-	if err := checkMemory(est, 2, 4, 4, 8, 214000); err != nil {
-		t.Errorf("exactly enough memory: %v", err)
+	if need, err := checkMemory(est, 2, 4, 4, 8, 214000); err != nil || need != 214000 {
+		t.Errorf("exactly enough memory: need %v, error %v; expected 214000 and none", need, err)
 	}
-	err := checkMemory(est, 2, 4, 4, 8, 213999)
+	_, err := checkMemory(est, 2, 4, 4, 8, 213999)
 	if err == nil {
 		t.Fatal("one byte short: no error")
 	}
@@ -173,7 +176,7 @@ func TestCheckRunMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = checkRunMemory(big, fashion, 256, 2, 1)
+	_, err = checkRunMemory(big, fashion, 256, 2, 1)
 	if err == nil {
 		t.Fatal("a 40 GB model passes an 8 GiB limit")
 	}
@@ -186,7 +189,7 @@ func TestCheckRunMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := checkRunMemory(small, fashion, 256, 2, 1); err != nil {
+	if _, err := checkRunMemory(small, fashion, 256, 2, 1); err != nil {
 		t.Errorf("LeNet-5 under 8 GiB: %v", err)
 	}
 	// Many workers of a mid-size model: the workers' buffers are what does not fit.
@@ -194,11 +197,56 @@ func TestCheckRunMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := checkRunMemory(many, fashion, 256, 2, 4096); err == nil || !strings.Contains(err.Error(), "workers (dist.workers): 4096 x") {
+	if _, err := checkRunMemory(many, fashion, 256, 2, 4096); err == nil || !strings.Contains(err.Error(), "workers (dist.workers): 4096 x") {
 		t.Errorf("4096 DGC workers of a 20M-parameter model under 8 GiB: %v", err)
 	}
 	t.Setenv(memoryLimitEnv, "lots")
-	if err := checkRunMemory(small, fashion, 256, 2, 1); err == nil || !strings.Contains(err.Error(), `GRADWIRE_MEMORY_LIMIT: "lots"`) {
+	if _, err := checkRunMemory(small, fashion, 256, 2, 1); err == nil || !strings.Contains(err.Error(), `GRADWIRE_MEMORY_LIMIT: "lots"`) {
 		t.Errorf("malformed limit: %v", err)
+	}
+}
+
+// TestFusedPassesNeedMemory: the graphs of fused or grouped passes count
+// against the memory available; where they do not fit beside the run, the
+// replicas compute their workers one by one and the log says why.
+func TestFusedPassesNeedMemory(t *testing.T) {
+	cfg := smallConfig(t, "lenet5", "compress.name=dgc", "dist.workers=4", "dist.replicas=2", "train.epochs=1")
+	fashion := models.Input{Shape: []int{1, 28, 28}, Classes: 10, YLen: 1}
+	t.Setenv(memoryLimitEnv, "8GiB")
+	plan, err := checkRunMemory(cfg, fashion, 256, 2, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fits, extra, err := plan.fitsFusedPasses(cfg, fashion, 256, 2, 2, true)
+	if err != nil || !fits || extra <= 0 {
+		t.Fatalf("8 GiB: fits %v, %v bytes, error %v", fits, extra, err)
+	}
+	// Two replicas, each a training graph over 2 x 16 examples and 2 gradients.
+	est, err := models.EstimateMemory(cfg.Model, fashion, 32, 256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 2 * (float64(est.TrainBytes) + 2*4*float64(est.Params)); extra != want {
+		t.Errorf("the grouped passes' graphs: %v bytes, expected %v", extra, want)
+	}
+	for _, c := range []struct {
+		limit float64
+		want  string
+	}{{plan.need + extra, "passes=grouped"}, {plan.need + extra/2, `passes="one by one"`}} {
+		t.Setenv(memoryLimitEnv, fmt.Sprintf("%.0f", c.limit))
+		var log strings.Builder
+		if _, err := Run(context.Background(), cfg, Options{OutDir: t.TempDir(), Log: slog.New(slog.NewTextHandler(&log, nil))}); err != nil {
+			t.Fatalf("limit %.0f: %v", c.limit, err)
+		}
+		if !strings.Contains(log.String(), c.want) {
+			t.Errorf("limit %.0f bytes (the run %.0f, the fused graphs %.0f): the log lacks %q:\n%s", c.limit, plan.need, extra, c.want, log.String())
+		}
+		warned := strings.Contains(log.String(), "passes one by one: the graphs over each replica's workers at once would need")
+		if warned != (c.want != "passes=grouped") {
+			t.Errorf("limit %.0f: the fallback warning is logged: %v", c.limit, warned)
+		}
+	}
+	if fits, _, err := (memoryPlan{}).fitsFusedPasses(cfg, fashion, 256, 2, 2, true); err != nil || !fits {
+		t.Errorf("memory available unknown: fits %v, error %v; expected it to fit", fits, err)
 	}
 }

@@ -194,7 +194,19 @@ func (j *job) setupReplicas(ctx context.Context, in models.Input, evalBatch int)
 	// BatchNorm, every worker in this process), each replica computes its
 	// workers as one batch; otherwise Fuse says why not and steps run
 	// worker by worker.
-	_ = j.engine.Fuse()
+	if j.engine.Fuse() != nil {
+		return nil
+	}
+	k := len(j.members) / len(j.nets)
+	fits, extra, err := j.mem.fitsFusedPasses(j.cfg, in, evalBatch, len(j.nets), k, j.engine.Passes() == "grouped")
+	if err != nil {
+		return err
+	}
+	if !fits {
+		j.engine.Unfuse()
+		j.log.Warn("passes one by one: the graphs over each replica's workers at once would need " + human(extra) +
+			" more than the run's estimate, beyond the memory available")
+	}
 	return nil
 }
 

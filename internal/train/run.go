@@ -66,6 +66,7 @@ type job struct {
 	net     *models.Net   // replica 0: the parameters the optimizer updates, evaluation
 	nets    []*models.Net // every replica
 	engine  *dist.Engine
+	mem     memoryPlan        // checkRunMemory's figures, for the fused passes' graphs
 	world   dist.Collective   // the process-level collective; nil for the local backend
 	members []dist.Collective // this process's logical workers
 	rank0   bool              // this process writes outputs (always true for the local backend)
@@ -364,7 +365,7 @@ func (j *job) setup(ctx context.Context) error {
 	}
 	in := models.Input{Shape: j.train.XShape(), Classes: j.train.Classes(), YLen: j.train.YLen()}
 	// After the data are loaded (the memory left counts them), before the nets are built.
-	if err := checkRunMemory(c, in, evalBatch, j.replicaCount(), len(j.members)); err != nil {
+	if j.mem, err = checkRunMemory(c, in, evalBatch, j.replicaCount(), len(j.members)); err != nil {
 		return err
 	}
 	if err := j.setupReplicas(ctx, in, evalBatch); err != nil {
