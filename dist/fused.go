@@ -121,39 +121,38 @@ func (e *Engine) Fuse() error {
 		return fmt.Errorf("dist: fused steps: %d workers do not divide evenly over %d replicas", nw, nr)
 	}
 	f := &fusion{x: make([][]float32, nr), y: make([][]int32, nr), loss: make([]float64, nr), err: make([]error, nr), took: make([]time.Duration, nr)}
+	var fusers []Fuser
 	for r, rep := range e.replicas {
 		fu, ok := rep.(Fuser)
 		if !ok || !fu.Fusable() {
 			return fmt.Errorf("dist: fused steps: replica %d cannot compute several batches as one (its examples interact, as with BatchNorm)", r)
 		}
-		f.fusers = append(f.fusers, fu)
+		fusers = append(fusers, fu)
 	}
-	perWorker := -1 // a worker whose exchange needs its own gradient
+	var linear []LinearExchanger
+	var mean []MeanExchanger
 	for w, x := range e.exchange {
 		if l, ok := x.(LinearExchanger); ok && l.Linear() {
-			f.linear = append(f.linear, l)
+			linear = append(linear, l)
 			continue
 		}
 		if m, ok := x.(MeanExchanger); ok && m.MeanLinear() {
-			f.mean = append(f.mean, m)
+			mean = append(mean, m)
 			continue
 		}
-		perWorker = w
-		break
-	}
-	if perWorker >= 0 {
+		// This worker's exchange needs its own gradient: grouped passes.
 		for r, rep := range e.replicas {
 			g, ok := rep.(Grouper)
 			if !ok || !g.Groupable() {
-				return fmt.Errorf("dist: fused steps: worker %d's exchange needs its own gradient (neither a plain float32 mean nor a function of the mean gradient), and replica %d cannot compute several batches' gradients in one pass", e.members[perWorker].Rank(), r)
+				return fmt.Errorf("dist: fused steps: worker %d's exchange needs its own gradient (neither a plain float32 mean nor a function of the mean gradient), and replica %d cannot compute several batches' gradients in one pass", e.members[w].Rank(), r)
 			}
 			f.groupers = append(f.groupers, g)
 			f.groupLoss = append(f.groupLoss, make([]float64, nw/nr))
 		}
-		f.fusers, f.linear, f.mean = nil, nil, nil
 		e.fused = f
 		return nil
 	}
+	f.fusers, f.linear, f.mean = fusers, linear, mean
 	if len(f.linear) != 0 && len(f.mean) != 0 {
 		return errors.New("dist: fused steps: the workers' exchanges differ in kind")
 	}
@@ -225,12 +224,7 @@ func (e *Engine) stepFused(step int, batch func(w int) ([]float32, []int32)) (fl
 		wg.Add(1)
 		go func(r int) {
 			defer wg.Done()
-			xs, ys := f.x[r][:0], f.y[r][:0]
-			for w := r; w < nw; w += nr {
-				x, y := batch(w)
-				xs, ys = append(xs, x...), append(ys, y...)
-			}
-			f.x[r], f.y[r] = xs, ys
+			xs, ys := e.gather(r, batch)
 			if f.mean != nil && step%fuseSample == 0 {
 				f.loss[r], f.err[r] = e.stepSampled(r, xs, ys, k)
 				return
@@ -244,11 +238,7 @@ func (e *Engine) stepFused(step int, batch func(w int) ([]float32, []int32)) (fl
 	var errs []error
 	for r, err := range f.err {
 		if err != nil {
-			var ranks []int
-			for w := r; w < nw; w += nr {
-				ranks = append(ranks, e.members[w].Rank())
-			}
-			errs = append(errs, fmt.Errorf("workers %v (computed as one batch): %w", ranks, err))
+			errs = append(errs, fmt.Errorf("workers %v (computed as one batch): %w", e.replicaRanks(r), err))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -302,28 +292,41 @@ func (e *Engine) stepFused(step int, batch func(w int) ([]float32, []int32)) (fl
 	return mean, nil
 }
 
+// gather lays the batches of replica r's workers end to end in its reused
+// buffers.
+func (e *Engine) gather(r int, batch func(w int) ([]float32, []int32)) ([]float32, []int32) {
+	f := e.fused
+	xs, ys := f.x[r][:0], f.y[r][:0]
+	for w := r; w < len(e.members); w += len(e.replicas) {
+		x, y := batch(w)
+		xs, ys = append(xs, x...), append(ys, y...)
+	}
+	f.x[r], f.y[r] = xs, ys
+	return xs, ys
+}
+
+// replicaRanks are the ranks of the workers replica r computes.
+func (e *Engine) replicaRanks(r int) []int {
+	var ranks []int
+	for w := r; w < len(e.members); w += len(e.replicas) {
+		ranks = append(ranks, e.members[w].Rank())
+	}
+	return ranks
+}
+
 // computeGrouped computes replica r's workers' gradients in one grouped pass
 // and hands each to its worker's exchange (for exchangeStep).
 func (e *Engine) computeGrouped(r, step int, batch func(w int) ([]float32, []int32)) {
 	f := e.fused
 	nw, nr := len(e.members), len(e.replicas)
 	k := nw / nr
-	xs, ys := f.x[r][:0], f.y[r][:0]
-	for w := r; w < nw; w += nr {
-		x, y := batch(w)
-		xs, ys = append(xs, x...), append(ys, y...)
-	}
-	f.x[r], f.y[r] = xs, ys
+	xs, ys := e.gather(r, batch)
 	losses := f.groupLoss[r]
 	t0 := time.Now()
 	_, err := f.groupers[r].StepGrouped(xs, ys, k, losses)
 	took := time.Since(t0)
 	if err != nil {
-		var ranks []int
-		for w := r; w < nw; w += nr {
-			ranks = append(ranks, e.members[w].Rank())
-		}
-		e.causes[r] = fmt.Errorf("workers %v (computed in one pass): %w", ranks, err)
+		e.causes[r] = fmt.Errorf("workers %v (computed in one pass): %w", e.replicaRanks(r), err)
 		for w := r; w < nw; w += nr {
 			e.ready[w] <- fmt.Errorf("worker %d: not computed: its replica's pass failed", e.members[w].Rank())
 		}

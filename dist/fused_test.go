@@ -79,6 +79,44 @@ func batches(step int) func(w int) ([]float32, []int32) {
 	}
 }
 
+// stepBoth runs step on plain (worker by worker) and on other (fused or
+// grouped, how) from the same state and checks that the losses and the
+// exchanged mean gradients (not all zero) agree up to float32 rounding;
+// then it moves both runs' parameters by the same rule.
+func stepBoth(t *testing.T, step int, plain, other *fuseRun, how string) {
+	t.Helper()
+	lp, err := plain.engine.Step(step, batches(step))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo, err := other.engine.Step(step, batches(step))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(lp-lo) > 1e-5*math.Abs(lp) {
+		t.Fatalf("step %d: loss %v worker by worker, %v %s", step, lp, lo, how)
+	}
+	gp, gd := plain.nets[0].Grad(), other.nets[0].Grad()
+	var scale float64
+	for _, v := range gp {
+		scale = math.Max(scale, math.Abs(float64(v)))
+	}
+	if scale == 0 {
+		t.Fatalf("step %d: the exchanged gradient is all zeros", step)
+	}
+	for i := range gp {
+		if math.Abs(float64(gp[i]-gd[i])) > 1e-4*scale {
+			t.Fatalf("step %d: mean gradient %d is %v worker by worker, %v %s (largest %v)", step, i, gp[i], gd[i], how, scale)
+		}
+	}
+	for _, r := range []*fuseRun{plain, other} {
+		for i, g := range r.nets[0].Grad() {
+			r.nets[0].Flat()[i] -= 0.05 * g
+		}
+		r.engine.SyncReplicas()
+	}
+}
+
 // TestFusedStepMatchesWorkerByWorker trains two engines of 8 workers on 2
 // replicas from the same start, one with Fuse: after every step the mean
 // gradient and the loss agree up to float32 rounding, the parameters after
@@ -93,33 +131,7 @@ func TestFusedStepMatchesWorkerByWorker(t *testing.T) {
 		t.Fatalf("Fused %v and %v, Passes %q: expected fused passes after Fuse", fused.engine.Fused(), plain.engine.Fused(), fused.engine.Passes())
 	}
 	for step := 24; step <= 27; step++ { // step 25 runs worker by worker, the others fused
-		lp, err := plain.engine.Step(step, batches(step))
-		if err != nil {
-			t.Fatal(err)
-		}
-		lf, err := fused.engine.Step(step, batches(step))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if math.Abs(lp-lf) > 1e-5*math.Abs(lp) {
-			t.Fatalf("step %d: loss %v worker by worker, %v fused", step, lp, lf)
-		}
-		gp, gf := plain.nets[0].Grad(), fused.nets[0].Grad()
-		var scale float64
-		for _, v := range gp {
-			scale = math.Max(scale, math.Abs(float64(v)))
-		}
-		for i := range gp {
-			if math.Abs(float64(gp[i]-gf[i])) > 1e-4*scale {
-				t.Fatalf("step %d: mean gradient %d is %v worker by worker, %v fused (largest %v)", step, i, gp[i], gf[i], scale)
-			}
-		}
-		for _, r := range []*fuseRun{plain, fused} {
-			for i, g := range r.nets[0].Grad() {
-				r.nets[0].Flat()[i] -= 0.05 * g
-			}
-			r.engine.SyncReplicas()
-		}
+		stepBoth(t, step, plain, fused, "fused")
 	}
 	for w := range plain.exchanges {
 		if tp, tf := plain.exchanges[w].Traffic(), fused.exchanges[w].Traffic(); tp.Wire != tf.Wire || tp.Dense != tf.Dense || tp.Steps != tf.Steps ||
@@ -151,17 +163,7 @@ func TestGroupedStepMatchesWorkerByWorker(t *testing.T) {
 		t.Fatalf("Fused %v, Passes %q and %q: expected grouped passes after Fuse", grouped.engine.Fused(), grouped.engine.Passes(), plain.engine.Passes())
 	}
 	for step := 24; step <= 27; step++ { // step 25 runs worker by worker, the others grouped
-		lp, err := plain.engine.Step(step, batches(step))
-		if err != nil {
-			t.Fatal(err)
-		}
-		lg, err := grouped.engine.Step(step, batches(step))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if math.Abs(lp-lg) > 1e-5*math.Abs(lp) {
-			t.Fatalf("step %d: loss %v worker by worker, %v grouped", step, lp, lg)
-		}
+		stepBoth(t, step, plain, grouped, "grouped")
 		wp, err := plain.engine.WorkerLosses()
 		if err != nil {
 			t.Fatal(err)
@@ -177,29 +179,6 @@ func TestGroupedStepMatchesWorkerByWorker(t *testing.T) {
 			if math.Abs(wp[w]-wg[w]) > 1e-5*math.Abs(wp[w]) {
 				t.Fatalf("step %d: worker %d's loss %v worker by worker, %v grouped", step, w, wp[w], wg[w])
 			}
-		}
-		gp, gg := plain.nets[0].Grad(), grouped.nets[0].Grad()
-		var scale float64
-		nonzero := 0
-		for _, v := range gp {
-			scale = math.Max(scale, math.Abs(float64(v)))
-			if v != 0 {
-				nonzero++
-			}
-		}
-		if nonzero == 0 {
-			t.Fatalf("step %d: the exchanged gradient is all zeros", step)
-		}
-		for i := range gp {
-			if math.Abs(float64(gp[i]-gg[i])) > 1e-4*scale {
-				t.Fatalf("step %d: mean gradient %d is %v worker by worker, %v grouped (largest %v)", step, i, gp[i], gg[i], scale)
-			}
-		}
-		for _, r := range []*fuseRun{plain, grouped} {
-			for i, g := range r.nets[0].Grad() {
-				r.nets[0].Flat()[i] -= 0.05 * g
-			}
-			r.engine.SyncReplicas()
 		}
 	}
 	for w := range plain.exchanges {

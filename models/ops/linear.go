@@ -38,6 +38,10 @@ type linearState struct {
 
 	y, dz, dw, db, dx *tensor.Dense
 	dwG, dbG          [][]float32 // with groups: each group's dW and db
+	// One group's dW and db as the backward pass takes them (slices of
+	// these arrays, so that a step allocates nothing for them).
+	one32 [2][]float32
+	one64 [2][]float64
 }
 
 // Linear builds x·W + b for x (B, in), w (in, out) and b (out), followed by a
@@ -298,13 +302,15 @@ func (op *linearBackOp) Do(vals ...G.Value) (G.Value, error) {
 		if dx != nil {
 			dxs = dx.Float32s()
 		}
-		linearBackward(op.linearState, x, a[1].Float32s(), a[2].Float32s(), a[3].Float32s(), dz.Float32s(), [][]float32{dw.Float32s()}, [][]float32{db.Float32s()}, dxs)
+		op.one32 = [2][]float32{dw.Float32s(), db.Float32s()}
+		linearBackward(op.linearState, x, a[1].Float32s(), a[2].Float32s(), a[3].Float32s(), dz.Float32s(), op.one32[:1], op.one32[1:], dxs)
 	case []float64:
 		var dxs []float64
 		if dx != nil {
 			dxs = dx.Float64s()
 		}
-		linearBackward(op.linearState, x, a[1].Float64s(), a[2].Float64s(), a[3].Float64s(), dz.Float64s(), [][]float64{dw.Float64s()}, [][]float64{db.Float64s()}, dxs)
+		op.one64 = [2][]float64{dw.Float64s(), db.Float64s()}
+		linearBackward(op.linearState, x, a[1].Float64s(), a[2].Float64s(), a[3].Float64s(), dz.Float64s(), op.one64[:1], op.one64[1:], dxs)
 	}
 	return db, nil
 }

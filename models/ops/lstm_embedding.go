@@ -34,6 +34,10 @@ type embedState struct {
 	// rows, each group's dE into its own slice.
 	groups int
 	dEG    [][]float32
+	// One group's dE as embedTableGrad takes it (a slice of these arrays,
+	// so that a step allocates nothing for it).
+	one32 [1][]float32
+	one64 [1][]float64
 }
 
 // Embedding builds x·E for x (N, V) and E (V, D); needDX is false when x
@@ -194,9 +198,11 @@ func (op *embedTableGradOp) Do(vals ...G.Value) (G.Value, error) {
 	}
 	switch dy := a[0].Data().(type) {
 	case []float32:
-		embedTableGrad(op.embedState, dy, [][]float32{de.Float32s()}, d)
+		op.one32[0] = de.Float32s()
+		embedTableGrad(op.embedState, dy, op.one32[:], d)
 	case []float64:
-		embedTableGrad(op.embedState, dy, [][]float64{de.Float64s()}, d)
+		op.one64[0] = de.Float64s()
+		embedTableGrad(op.embedState, dy, op.one64[:], d)
 	}
 	return de, nil
 }
