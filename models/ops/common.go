@@ -248,12 +248,20 @@ func scratch[T elem](ws *Workspace, n int) []T {
 // compiled to min/max instructions.
 
 // relu32 clears a float with the sign bit set (negative values and -0) to +0.
+// A NaN, of either sign, passes as max(v, 0) would pass it, so that a
+// diverged value reaches the loss (the branch is never taken in training).
 func relu32(v float32) float32 {
+	if v != v {
+		return v
+	}
 	b := math.Float32bits(v)
 	return math.Float32frombits(b &^ uint32(int32(b)>>31))
 }
 
 func relu64(v float64) float64 {
+	if v != v {
+		return v
+	}
 	b := math.Float64bits(v)
 	return math.Float64frombits(b &^ uint64(int64(b)>>63))
 }

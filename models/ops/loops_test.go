@@ -244,6 +244,9 @@ func TestMaxPool2Float32(t *testing.T) {
 		x := make([]float32, h*w)
 		for i := range x {
 			x[i] = float32(rng.IntN(5)) * 0.5
+			if rng.IntN(12) == 0 { // NaNs of either sign: a window with one gives NaN
+				x[i] = math.Float32frombits(0x7fc00000 | uint32(rng.IntN(2))<<31)
+			}
 		}
 		y, arg := make([]float32, oh*ow+1), make([]int32, oh*ow+1)
 		y[oh*ow], arg[oh*ow] = 42, 42
@@ -251,7 +254,7 @@ func TestMaxPool2Float32(t *testing.T) {
 		y64, arg64 := make([]float64, oh*ow), make([]int32, oh*ow)
 		op.plane64(f64s(x), y64, arg64, w, oh, ow)
 		for i := range y64 {
-			if float64(y[i]) != y64[i] || arg[i] != arg64[i] {
+			if nan := math.IsNaN(y64[i]); nan != math.IsNaN(float64(y[i])) || !nan && float64(y[i]) != y64[i] || arg[i] != arg64[i] {
 				t.Fatalf("w %d: output %d = %v at %d, expected %v at %d", w, i, y[i], arg[i], y64[i], arg64[i])
 			}
 		}

@@ -98,8 +98,9 @@ func (op *maxPoolOp) Do(vals ...G.Value) (G.Value, error) {
 // mispredicts about half the time. It is written per type because Go's generic
 // max does not compile to those instructions. On float32 with AVX-512 a row
 // takes 16 windows a step (loops_amd64.s); it differs from the Go loop only
-// for NaN inputs (max instructions pass the second operand on) and in the
-// sign of a zero maximum, neither of which a ReLU output has.
+// in the sign of a zero maximum, which a ReLU output does not have, and in
+// which NaN a window holding NaNs gives (both give NaN, so that it reaches
+// the loss).
 
 func (op *maxPoolOp) plane32(x, y []float32, arg []int32, w, oh, ow int) {
 	if op.k != 2 || op.stride != 2 {
@@ -165,7 +166,7 @@ func poolPlane[T elem](x, y []T, arg []int32, w, oh, ow, k, s int) {
 			for p := range k {
 				row := (i*s+p)*w + j*s
 				for q, v := range x[row : row+k] {
-					if v > m {
+					if v > m || v != v { // a NaN wins, as with max
 						m, best = v, row+q
 					}
 				}

@@ -40,4 +40,57 @@ func TestReLUKernels(t *testing.T) {
 			t.Errorf("pass32(-2, %g) = %g, expected %g", y32, got, wantD32)
 		}
 	}
+	// NaNs of either sign pass (the default NaN of x86 arithmetic has the
+	// sign bit set): a diverged activation must reach the loss.
+	for _, b := range []uint32{0x7fc00000, 0xffc00000, 0x7f800001, 0xff800001} {
+		if got := relu32(math.Float32frombits(b)); !math.IsNaN(float64(got)) {
+			t.Errorf("relu32(NaN %#x) = %g, expected NaN", b, got)
+		}
+		if got := relu64(float64(math.Float32frombits(b))); !math.IsNaN(got) {
+			t.Errorf("relu64(NaN %#x) = %g, expected NaN", b, got)
+		}
+	}
+}
+
+// TestReluLoopsKeepNaN: the ReLU loops (AVX-512, AVX2 and Go) turn a NaN of
+// either sign into a NaN and every other value into max(v, 0) with +0, in
+// every lane and in the masked tails.
+func TestReluLoopsKeepNaN(t *testing.T) { loopVariants(t, testReluLoopsKeepNaN) }
+
+func testReluLoopsKeepNaN(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	nans := []float32{math.Float32frombits(0x7fc00000), math.Float32frombits(0xffc00000)}
+	for _, n := range []int{1, 7, 8, 9, 16, 17, 31, 33, 100} {
+		x, zero := make([]float32, n), make([]float32, n)
+		for i := range x {
+			switch rng.IntN(4) {
+			case 0:
+				x[i] = nans[rng.IntN(2)]
+			case 1:
+				x[i] = float32(math.Copysign(0, -1))
+			default:
+				x[i] = float32(rng.NormFloat64())
+			}
+		}
+		check := func(what string, got []float32) {
+			for i, v := range x {
+				want := float32(max(float64(v), 0))
+				if math.IsNaN(float64(v)) {
+					if !math.IsNaN(float64(got[i])) {
+						t.Errorf("n %d: %s[%d] = %v for NaN %#x, expected NaN", n, what, i, got[i], math.Float32bits(v))
+					}
+					continue
+				}
+				if got[i] != want || math.Signbit(float64(got[i])) {
+					t.Errorf("n %d: %s[%d] = %v for %v, expected %v", n, what, i, got[i], v, want)
+				}
+			}
+		}
+		out := make([]float32, n)
+		affine(out, x, 1, 0, true)
+		check("affine", out)
+		out = make([]float32, n)
+		addRelu(out, x, zero)
+		check("addRelu", out)
+	}
 }

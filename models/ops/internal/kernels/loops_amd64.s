@@ -166,6 +166,13 @@ gpdone:
 	VZEROUPPER
 	RET
 
+// RELU512 clears the lanes of z with the sign bit set (negative values and
+// -0) to +0, as integers like relu32 (Z9 holds 0), and keeps NaNs, which
+// carry either sign: a NaN must reach the loss, not turn into a 0.
+#define RELU512(z) \
+	VCMPPS  $7, z, z, K3; \
+	VPMAXSD Z9, z, K3, z
+
 // func bnAffineAVX512(y, x *float32, n int, a, b float32, relu bool)
 TEXT ·BnAffineAVX512(SB), NOSPLIT, $0-33
 	MOVQ         y+0(FP), DX
@@ -183,8 +190,10 @@ afloop:
 	VMOVUPS     (SI), Z3
 	VFMADD213PS Z7, Z6, Z3
 	TESTQ       R8, R8
-	JEQ         2(PC)
-	VPMAXSD     Z9, Z3, Z3
+	JEQ         afstore
+	RELU512(Z3)
+
+afstore:
 	VMOVUPS     Z3, (DX)
 	ADDQ        $64, DX
 	ADDQ        $64, SI
@@ -198,8 +207,10 @@ aftail:
 	VMOVUPS.Z   (SI), K1, Z3
 	VFMADD213PS Z7, Z6, Z3
 	TESTQ       R8, R8
-	JEQ         2(PC)
-	VPMAXSD     Z9, Z3, Z3
+	JEQ         aftailstore
+	RELU512(Z3)
+
+aftailstore:
 	VMOVUPS     Z3, K1, (DX)
 
 afdone:
@@ -207,7 +218,8 @@ afdone:
 	RET
 
 // func reluAddAVX512(y, a, b *float32, n int)
-// y = max(a + b, 0), negative sums and -0 to +0 (as integers, like relu32).
+// y = max(a + b, 0), negative sums and -0 to +0 (as integers, like relu32),
+// NaN sums kept.
 TEXT ·ReluAddAVX512(SB), NOSPLIT, $0-32
 	MOVQ   y+0(FP), DX
 	MOVQ   a+8(FP), SI
@@ -220,7 +232,7 @@ TEXT ·ReluAddAVX512(SB), NOSPLIT, $0-32
 raloop:
 	VMOVUPS (SI), Z3
 	VADDPS  (DI), Z3, Z3
-	VPMAXSD Z9, Z3, Z3
+	RELU512(Z3)
 	VMOVUPS Z3, (DX)
 	ADDQ    $64, DX
 	ADDQ    $64, SI
@@ -235,7 +247,7 @@ ratail:
 	VMOVUPS.Z (SI), K1, Z3
 	VMOVUPS.Z (DI), K1, Z4
 	VADDPS    Z4, Z3, Z3
-	VPMAXSD   Z9, Z3, Z3
+	RELU512(Z3)
 	VMOVUPS   Z3, K1, (DX)
 
 radone:
@@ -607,6 +619,15 @@ mprow:
 	VMAXPS    Z5, Z4, Z0
 	VMAXPS    Z7, Z6, Z1
 	VMAXPS    Z1, Z0, Z0
+	// A window with a NaN gives NaN, as Go's max does (a max instruction
+	// passes its second operand on when either is NaN): there the sum of
+	// the four, which is NaN.
+	VCMPPS    $3, Z5, Z4, K5
+	VCMPPS    $3, Z7, Z6, K6
+	KORW      K5, K6, K5
+	VADDPS    Z5, Z4, Z2
+	VADDPS    Z7, Z6, Z3
+	VADDPS    Z3, Z2, K5, Z0
 	// The offset, last choice first: w+1, then w, 1 and 0 where equal.
 	VMOVDQA32 Z14, Z1
 	VCMPPS    $0, Z0, Z6, K4

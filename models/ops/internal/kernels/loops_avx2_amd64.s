@@ -212,6 +212,13 @@ gp8done:
 	VZEROUPPER
 	RET
 
+// RELU256 is RELU512 in AVX2: y clears the lanes with the sign bit set to +0
+// (Y9 holds 0) and keeps NaNs (Y5 and Y8 are scratch).
+#define RELU256(y) \
+	VCMPPS    $3, y, y, Y8; \
+	VPMAXSD   Y9, y, Y5; \
+	VBLENDVPS Y8, y, Y5, y
+
 // func BnAffineAVX2(y, x *float32, n int, a, b float32, relu bool)
 TEXT ·BnAffineAVX2(SB), NOSPLIT, $0-33
 	MOVQ         y+0(FP), DX
@@ -229,7 +236,7 @@ af8loop:
 	VFMADD213PS Y7, Y6, Y3
 	TESTQ       R8, R8
 	JEQ         af8store
-	VPMAXSD     Y9, Y3, Y3
+	RELU256(Y3)
 
 af8store:
 	VMOVUPS Y3, (DX)
@@ -246,7 +253,7 @@ af8tail:
 	VFMADD213PS Y7, Y6, Y3
 	TESTQ       R8, R8
 	JEQ         af8tailstore
-	VPMAXSD     Y9, Y3, Y3
+	RELU256(Y3)
 
 af8tailstore:
 	STORETAIL(Y3, X3, DX, CX)
@@ -256,7 +263,8 @@ af8done:
 	RET
 
 // func ReluAddAVX2(y, a, b *float32, n int)
-// y = max(a + b, 0), negative sums and -0 to +0 (as integers, like relu32).
+// y = max(a + b, 0), negative sums and -0 to +0 (as integers, like relu32),
+// NaN sums kept.
 TEXT ·ReluAddAVX2(SB), NOSPLIT, $0-32
 	MOVQ  y+0(FP), DX
 	MOVQ  a+8(FP), SI
@@ -269,7 +277,7 @@ TEXT ·ReluAddAVX2(SB), NOSPLIT, $0-32
 ra8loop:
 	VMOVUPS (SI), Y3
 	VADDPS  (DI), Y3, Y3
-	VPMAXSD Y9, Y3, Y3
+	RELU256(Y3)
 	VMOVUPS Y3, (DX)
 	ADDQ    $32, DX
 	ADDQ    $32, SI
@@ -284,7 +292,7 @@ ra8tail:
 	VMASKMOVPS (SI), Y15, Y3
 	VMASKMOVPS (DI), Y15, Y4
 	VADDPS     Y4, Y3, Y3
-	VPMAXSD    Y9, Y3, Y3
+	RELU256(Y3)
 	STORETAIL(Y3, X3, DX, CX)
 
 ra8done:
