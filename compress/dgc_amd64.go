@@ -1,6 +1,10 @@
 package compress
 
-import "golang.org/x/sys/cpu"
+import (
+	"slices"
+
+	"golang.org/x/sys/cpu"
+)
 
 // dgcVector: the CPU runs dgc_amd64.s's loops (AVX2). The accumulate loop
 // does each element's arithmetic as momentumAccumulate's Go loops do it
@@ -45,6 +49,14 @@ func dgcAccumulateVec(g, w, u, v []float32, scale, m, wd float32, mode int) int 
 	return n
 }
 
+// dgcAppendAboveAVX2 writes to out (room slots) the indices base+i of the
+// elements of v[0:n] (n a multiple of 8) whose magnitude bits exceed
+// thrBelow, in increasing order; it stops early when fewer than sixteen slots
+// are left and returns the count written and the elements scanned.
+//
+//go:noescape
+func dgcAppendAboveAVX2(v *float32, n int, thrBelow uint32, base int, out *int32, room int) (written, scanned int)
+
 // appendAtLeastVec is appendAtLeast on the longest prefix of whole vectors:
 // it appends the passing indices there and returns the prefix's length.
 func appendAtLeastVec(pass []int32, v []float32, thr uint32, base int) ([]int32, int) {
@@ -52,16 +64,26 @@ func appendAtLeastVec(pass []int32, v []float32, thr uint32, base int) ([]int32,
 	if !dgcVector || n == 0 {
 		return pass, 0
 	}
-	for i := 0; i < n; i += 8 {
-		off, mask := dgcNextAtLeastAVX2(&v[i], n-i, thr-1)
-		if i += off; i >= n {
-			break
+	for i := 0; i < n; {
+		if cap(pass)-len(pass) < 16 {
+			pass = slices.Grow(pass, max(64, len(pass)))
 		}
-		for j := 0; mask != 0; j, mask = j+1, mask>>1 {
-			if mask&1 != 0 {
-				pass = append(pass, int32(base+i+j))
-			}
-		}
+		spare := pass[len(pass):cap(pass)]
+		w, scanned := dgcAppendAboveAVX2(&v[i], n-i, thr-1, base+i, &spare[0], len(spare))
+		pass = pass[:len(pass)+w]
+		i += scanned
 	}
 	return pass, n
+}
+
+// nextAboveVec is nextAbove on the longest prefix of whole vectors: the
+// offset and mask of the first block with a magnitude above thr there, or
+// mask 0 and the prefix's length, where the scan goes on.
+func nextAboveVec(v []float32, thr uint32) (off int, mask uint32, scanned int) {
+	n := len(v) &^ 7
+	if !dgcVector || n == 0 {
+		return 0, 0, 0
+	}
+	off, mask = dgcNextAtLeastAVX2(&v[0], n, thr) // exceeding thr, that is
+	return off, mask, n
 }

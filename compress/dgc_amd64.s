@@ -101,6 +101,24 @@ done:
 	VZEROUPPER
 	RET
 
+// The scans: THRESHOLD broadcasts thrBelow (R10) to Y1 and sets Y2 to the
+// mask clearing the sign bit; TEST16 compares the magnitudes of the sixteen
+// elements at AX with it, the two blocks' lanes in Y3 and Y4, ZF clear when
+// any passes.
+#define THRESHOLD \
+	VMOVD        R10, X1;              \
+	VPBROADCASTD X1, Y1;               \
+	VPCMPEQD     Y2, Y2, Y2;           \
+	VPSRLD       $1, Y2, Y2
+
+#define TEST16 \
+	VPAND    (SI)(AX*4), Y2, Y3;   \
+	VPCMPGTD Y1, Y3, Y3;           \
+	VPAND    32(SI)(AX*4), Y2, Y4; \
+	VPCMPGTD Y1, Y4, Y4;           \
+	VPOR     Y3, Y4, Y5;           \
+	VPTEST   Y5, Y5
+
 // func dgcNextAtLeastAVX2(v *float32, n int, thrBelow uint32) (block int, mask uint32)
 // Magnitude bits (sign cleared) compared as int32 with thrBelow: both lie in
 // [0, 2^31) but for thrBelow = -1, which every magnitude exceeds. Sixteen
@@ -109,10 +127,7 @@ TEXT ·dgcNextAtLeastAVX2(SB), NOSPLIT, $0-36
 	MOVQ         v+0(FP), SI
 	MOVQ         n+8(FP), CX
 	MOVL         thrBelow+16(FP), R10
-	VMOVD        R10, X1
-	VPBROADCASTD X1, Y1
-	VPCMPEQD     Y2, Y2, Y2
-	VPSRLD       $1, Y2, Y2
+	THRESHOLD
 	XORQ         AX, AX
 	MOVQ         CX, R9
 	ANDQ         $-16, R9
@@ -120,12 +135,7 @@ TEXT ·dgcNextAtLeastAVX2(SB), NOSPLIT, $0-36
 pairs:
 	CMPQ     AX, R9
 	JGE      single
-	VPAND    (SI)(AX*4), Y2, Y3
-	VPCMPGTD Y1, Y3, Y3
-	VPAND    32(SI)(AX*4), Y2, Y4
-	VPCMPGTD Y1, Y4, Y4
-	VPOR     Y3, Y4, Y5
-	VPTEST   Y5, Y5
+	TEST16
 	JNZ      pairFound
 	ADDQ     $16, AX
 	JMP      pairs
@@ -156,5 +166,83 @@ none:
 found:
 	MOVQ AX, block+24(FP)
 	MOVL DX, mask+32(FP)
+	VZEROUPPER
+	RET
+
+// func dgcAppendAboveAVX2(v *float32, n int, thrBelow uint32, base int, out *int32, room int) (written, scanned int)
+// Writes to out the indices base+i of the elements of v[0:n] (n a multiple
+// of 8) whose magnitude bits exceed thrBelow (compared as int32, as in
+// dgcNextAtLeastAVX2), in increasing order. It stops before a block of
+// sixteen (or the last eight) when fewer than sixteen slots of out are left,
+// and returns the indices written and the elements scanned (n when done).
+TEXT ·dgcAppendAboveAVX2(SB), NOSPLIT, $0-64
+	MOVQ         v+0(FP), SI
+	MOVQ         n+8(FP), CX
+	MOVL         thrBelow+16(FP), R10
+	THRESHOLD
+	MOVQ         base+24(FP), R10
+	MOVQ         out+32(FP), DI
+	MOVQ         room+40(FP), R11
+	SUBQ         $16, R11           // write while written <= room-16
+	XORQ         BX, BX
+	XORQ         AX, AX
+	MOVQ         CX, R9
+	ANDQ         $-16, R9
+
+apairs:
+	CMPQ     AX, R9
+	JGE      asingle
+	TEST16
+	JNZ      apairHit
+	ADDQ     $16, AX
+	JMP      apairs
+
+apairHit:
+	CMPQ      BX, R11
+	JGT       afull
+	VMOVMSKPS Y3, DX
+	VMOVMSKPS Y4, R12
+	SHLL      $8, R12
+	ORL       R12, DX
+	LEAQ      (R10)(AX*1), R8
+
+// Write base+AX+j for each bit j of DX, then go on after the block: sixteen
+// from a pair (AX below R9), eight from the last single block.
+aemit:
+	BSFL DX, R12
+	LEAQ (R8)(R12*1), R13
+	MOVL R13, (DI)(BX*4)
+	INCQ BX
+	LEAL -1(DX), R12
+	ANDL R12, DX
+	JNZ  aemit
+	CMPQ AX, R9
+	JGE  anext8
+	ADDQ $16, AX
+	JMP  apairs
+
+asingle:
+	CMPQ      AX, CX
+	JGE       adone
+	VPAND     (SI)(AX*4), Y2, Y3
+	VPCMPGTD  Y1, Y3, Y3
+	VMOVMSKPS Y3, DX
+	TESTL     DX, DX
+	JZ        anext8
+	CMPQ      BX, R11
+	JGT       afull
+	LEAQ      (R10)(AX*1), R8
+	JMP       aemit
+
+anext8:
+	ADDQ $8, AX
+	JMP  asingle
+
+adone:
+	MOVQ CX, AX
+
+afull:
+	MOVQ BX, written+48(FP)
+	MOVQ AX, scanned+56(FP)
 	VZEROUPPER
 	RET

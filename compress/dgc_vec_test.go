@@ -140,3 +140,30 @@ func TestAppendAtLeastVectorScan(t *testing.T) {
 		}
 	}
 }
+
+// Where many pass, the vector scan refills its output as it goes: it must
+// still give the Go scan's indices, after a prefix already in the slice, with
+// every element passing (threshold 0), about half, or a few.
+func TestAppendAtLeastVectorScanDense(t *testing.T) {
+	if !dgcVector {
+		t.Skip("this CPU runs the Go loops only")
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, n := range []int{16, 24, 200, 4099} {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		for _, thr := range []uint32{0, magnitudeKey(0.67), magnitudeKey(2.5)} {
+			for _, prefix := range [][]int32{nil, {-1}, make([]int32, 13, 17)} {
+				got := appendAtLeast(slices.Clone(prefix), v, thr, 5)
+				dgcVector = false
+				want := appendAtLeast(slices.Clone(prefix), v, thr, 5)
+				dgcVector = true
+				if !slices.Equal(got, want) {
+					t.Fatalf("n %d thr %#x prefix %d: %d indices, want %d (%v...)", n, thr, len(prefix), len(got), len(want), want[:min(len(want), 20)])
+				}
+			}
+		}
+	}
+}

@@ -3,6 +3,7 @@ package compress
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 )
 
@@ -58,9 +59,115 @@ const (
 // data-dependent recursion depth, two reads of the input plus the final
 // gather, and no scratch beyond one bucket's keys (kept between calls, so
 // steady-state selection does not allocate). The zero value is ready to use.
+//
+// For small k (at most smallTopMax) one scan keeps the k largest seen so far
+// in a heap instead: the scan compares eight elements at a time with the
+// heap's smallest and rarely finds one above it, where the radix select
+// would clear and walk its 2048 buckets three times, which dominates on the
+// few thousand elements of a sampled threshold or a small tensor. A scan
+// that keeps finding new entries (magnitudes rising along v) gives up for
+// the radix select.
 type selector struct {
 	hist [1 << 11]int
 	keys []uint32
+	heap []heapEntry
+}
+
+// smallTopMax is the largest k that the heap scan takes.
+const smallTopMax = 64
+
+// heapEntry is an element of v in the heap scan: its magnitude bits and index.
+type heapEntry struct {
+	key uint32
+	idx int32
+}
+
+// worse orders the heap: the smaller magnitude, or at equal magnitudes the
+// higher index (top-k takes ties from the lowest index up).
+func (a heapEntry) worse(b heapEntry) bool {
+	return a.key < b.key || a.key == b.key && a.idx > b.idx
+}
+
+// siftDown restores the heap property (worst at the root) below i.
+func siftDown(h []heapEntry, i int) {
+	for {
+		c := 2*i + 1
+		if c >= len(h) {
+			return
+		}
+		if c+1 < len(h) && h[c+1].worse(h[c]) {
+			c++
+		}
+		if !h[c].worse(h[i]) {
+			return
+		}
+		h[i], h[c] = h[c], h[i]
+		i = c
+	}
+}
+
+// heapTop leaves in s.heap the k largest elements of v by (magnitude, then
+// lowest index), 1 <= k <= min(len(v), smallTopMax), the worst at the root.
+// It reports false, with s.heap undefined, when the scan replaced more
+// entries than the radix select would be worth.
+func (s *selector) heapTop(v []float32, k int) bool {
+	h := slices.Grow(s.heap[:0], smallTopMax)[:k]
+	s.heap = h
+	for i := range h {
+		h[i] = heapEntry{magnitudeKey(v[i]), int32(i)}
+	}
+	for i := k/2 - 1; i >= 0; i-- {
+		siftDown(h, i)
+	}
+	// Random order replaces about k·ln(n/k) entries; rising magnitudes
+	// replace one per element.
+	budget := 4*k + len(v)/16
+	for i := k; i < len(v); {
+		off, mask := nextAbove(v[i:], h[0].key)
+		if mask == 0 {
+			return true
+		}
+		i += off
+		for ; mask != 0; mask &= mask - 1 {
+			j := i + bits.TrailingZeros32(mask)
+			// The root rises as entries are replaced: test again.
+			if m := magnitudeKey(v[j]); m > h[0].key {
+				if budget--; budget < 0 {
+					return false
+				}
+				h[0] = heapEntry{m, int32(j)}
+				siftDown(h, 0)
+			}
+		}
+		i += 8
+	}
+	return true
+}
+
+// nextAbove returns the offset of the first block of eight elements of v (the
+// last block may be shorter) holding a magnitude bits above thr, with the mask
+// of those elements in the block (bit j: v[off+j]); mask 0 when none is above.
+func nextAbove(v []float32, thr uint32) (off int, mask uint32) {
+	off, mask, i := nextAboveVec(v, thr) // the whole vectors, where the CPU has them
+	if mask != 0 {
+		return off, mask
+	}
+	// For keys and thr below 2^31, thr-key as uint32 has bit 31 set exactly
+	// when key > thr.
+	for ; i+8 <= len(v); i += 8 {
+		b := v[i : i+8 : i+8]
+		above := (thr - magnitudeKey(b[0])) | (thr - magnitudeKey(b[1])) | (thr - magnitudeKey(b[2])) | (thr - magnitudeKey(b[3])) |
+			(thr - magnitudeKey(b[4])) | (thr - magnitudeKey(b[5])) | (thr - magnitudeKey(b[6])) | (thr - magnitudeKey(b[7]))
+		if above>>31 != 0 {
+			break
+		}
+	}
+	for j := i; j < len(v) && j < i+8; j++ {
+		if magnitudeKey(v[j]) > thr {
+			mask |= 1 << (j - i)
+		}
+	}
+	return i, mask
 }
 
 // topK writes to idx the indices of the k elements of v with the largest
@@ -78,7 +185,15 @@ func (s *selector) topK(v []float32, k int, idx []int32) []int32 {
 	if k <= 0 {
 		return idx[:0]
 	}
-	thr, above := s.kth(v, k)
+	if k <= smallTopMax && s.heapTop(v, k) {
+		idx = idx[:k]
+		for i, e := range s.heap {
+			idx[i] = e.idx
+		}
+		slices.Sort(idx)
+		return idx
+	}
+	thr, above := s.radixKth(v, k)
 	ties := k - above // elements of magnitude thr to take, lowest index first
 	idx = idx[:k]
 	j := 0
@@ -105,6 +220,20 @@ func (s *selector) topK(v []float32, k int, idx []int32) []int32 {
 // kth returns the magnitude bits of the k-th largest magnitude in v
 // (1 <= k <= len(v)) and the number of elements strictly above it.
 func (s *selector) kth(v []float32, k int) (thr uint32, above int) {
+	if k <= smallTopMax && s.heapTop(v, k) {
+		thr = s.heap[0].key
+		for _, e := range s.heap {
+			if e.key > thr {
+				above++
+			}
+		}
+		return thr, above
+	}
+	return s.radixKth(v, k)
+}
+
+// radixKth is kth by the radix select.
+func (s *selector) radixKth(v []float32, k int) (thr uint32, above int) {
 	h := &s.hist
 	clear(h[:])
 	for _, x := range v {

@@ -127,3 +127,75 @@ func TestSelectorDoesNotAllocateWhenWarm(t *testing.T) {
 		t.Fatalf("%v allocations per selection", a)
 	}
 }
+
+// TestSelectorHeapScan: for k up to smallTopMax, topK and kth scan with a
+// heap (heapTop); both must give the radix select's answer, with the vector
+// scan and the Go loops, on inputs with ties, NaNs and infinities, on
+// lengths around whole vectors, and on rising magnitudes, where the scan
+// gives up for the radix select.
+func TestSelectorHeapScan(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	gens := map[string]func(i int) float32{
+		"ties":   func(int) float32 { return float32(rng.IntN(5)-2) * 0.25 },
+		"normal": func(int) float32 { return float32(rng.NormFloat64()) },
+		"nan": func(int) float32 {
+			switch rng.IntN(40) {
+			case 0:
+				return float32(math.NaN())
+			case 1:
+				return float32(math.Inf(1 - 2*rng.IntN(2)))
+			}
+			return float32(rng.NormFloat64())
+		},
+		"rising":  func(i int) float32 { return float32(i) * float32(1-2*(i&1)) },
+		"falling": func(i int) float32 { return -float32(i) * 1e-3 },
+	}
+	for _, vector := range []bool{true, false} {
+		if vector && !dgcVector {
+			continue
+		}
+		was := dgcVector
+		dgcVector = vector
+		var s selector
+		for name, gen := range gens {
+			for _, n := range []int{1, 7, 8, 9, 63, 64, 65, 200, 2017} {
+				v := make([]float32, n)
+				for i := range v {
+					v[i] = gen(i)
+				}
+				idx := make([]int32, n)
+				for _, k := range []int{1, 2, 3, 11, 48, smallTopMax, smallTopMax + 1} {
+					if k > n {
+						continue
+					}
+					want := referenceTopK(v, k)
+					if got := s.topK(v, k, idx); !slices.Equal(got, want) {
+						t.Fatalf("vector %v %s n=%d k=%d: %v, want %v", vector, name, n, k, got, want)
+					}
+					thr, above := s.kth(v, k)
+					wthr, wabove := s.radixKth(v, k)
+					if thr != wthr || above != wabove {
+						t.Fatalf("vector %v %s n=%d k=%d: kth (%#x, %d), radix select (%#x, %d)", vector, name, n, k, thr, above, wthr, wabove)
+					}
+					least := uint32(math.MaxUint32)
+					for _, i := range want {
+						least = min(least, magnitudeKey(v[i]))
+					}
+					if thr != least {
+						t.Fatalf("vector %v %s n=%d k=%d: threshold %#x, want the least selected magnitude %#x", vector, name, n, k, thr, least)
+					}
+				}
+			}
+		}
+		dgcVector = was
+	}
+	// The rising input gives up: heapTop reports false there.
+	var s selector
+	v := make([]float32, 4096)
+	for i := range v {
+		v[i] = float32(i)
+	}
+	if s.heapTop(v, 8) {
+		t.Error("heapTop kept scanning 4096 rising magnitudes")
+	}
+}
