@@ -5,8 +5,9 @@ import (
 	"slices"
 )
 
-// DGC's top-k selection: the exact top-k (the shared radix selector of
-// selection.go) and the sampled threshold of the reference implementation
+// DGC's top-k selection: the exact top-k (the shared selector of
+// selection.go: a heap scan for small k, a radix select otherwise) and the
+// sampled threshold of the reference implementation
 // (synxlin/deep-gradient-compression, dgc/compression.py).
 
 // Bounds of the sampled threshold (reference defaults): more than dgcUpper*k
