@@ -257,6 +257,17 @@ func (c *powerSGD) round0(grad []float32, flat bool, step int) Payload {
 				// Compensate one row and use it while it is in cache.
 				row := mm[i*t.m : (i+1)*t.m]
 				switch {
+				case c.lazy && t.r <= 2:
+					// Ranks 1 and 2: compensate and multiply in one pass.
+					for k := range coef {
+						coef[k] = c.p[t.p+k*t.n+i]
+					}
+					var dots [2]float32
+					psgdCompensateDot(row, g[i*t.m:(i+1)*t.m], c.lastQ[t.q:], q, t.m, coef, &dots)
+					for k, d := range dots[:t.r] {
+						p[k*t.n+i] = d
+					}
+					continue
 				case c.lazy:
 					// M = g + (M - P Q^T) of the last step.
 					for k := range coef {
@@ -268,7 +279,11 @@ func (c *powerSGD) round0(grad []float32, flat bool, step int) Payload {
 				default:
 					copy(row, g[i*t.m:(i+1)*t.m])
 				}
-				for k := 0; k < t.r; k++ {
+				k := 0
+				for ; k+2 <= t.r; k += 2 {
+					p[k*t.n+i], p[(k+1)*t.n+i] = psgdDot2(row, q[k*t.m:(k+1)*t.m], q[(k+1)*t.m:(k+2)*t.m])
+				}
+				if k < t.r {
 					p[k*t.n+i] = psgdDot(row, q[k*t.m:(k+1)*t.m])
 				}
 			}
@@ -594,7 +609,21 @@ func psgdGramSchmidt(a []float32, n, r int, eps float64) {
 func psgdDot(x, y []float32) float32 {
 	y = y[:len(x)]
 	var s [8]float32
-	i := psgdDotVec(x, y, &s)
+	return psgdDotFrom(x, y, &s, psgdDotVec(x, y, &s))
+}
+
+// psgdDot2 is psgdDot(x, y0) and psgdDot(x, y1), the same bits, in one pass
+// over x: two independent chains of additions instead of one after the
+// other (the products of P = M Q are latency-bound one at a time).
+func psgdDot2(x, y0, y1 []float32) (float32, float32) {
+	y0, y1 = y0[:len(x)], y1[:len(x)]
+	var s0, s1 [8]float32
+	i := psgdDot2Vec(x, y0, y1, &s0, &s1)
+	return psgdDotFrom(x, y0, &s0, i), psgdDotFrom(x, y1, &s1, i)
+}
+
+// psgdDotFrom finishes psgdDot from element i with the lanes s so far.
+func psgdDotFrom(x, y []float32, s *[8]float32, i int) float32 {
 	for ; i+8 <= len(x); i += 8 {
 		s[0] += x[i] * y[i]
 		s[1] += x[i+1] * y[i+1]
@@ -652,6 +681,21 @@ func psgdCompensate(m, g, q []float32, qstride int, coef []float32) {
 		}
 		e := m[j] - s
 		m[j] = g[j] + e
+	}
+}
+
+// psgdCompensateDot is psgdCompensate(m, g, lq, qstride, coef) followed by
+// dots[k] = psgdDot(m, q[k·qstride:k·qstride+len(m)]) for k < len(coef), 1
+// or 2: the same bits, in one pass over m where the CPU has the vector loop,
+// so that the dot products' chains of additions overlap the compensation.
+func psgdCompensateDot(m, g, lq, q []float32, qstride int, coef []float32, dots *[2]float32) {
+	var s [2][8]float32
+	i := psgdCompensateDotVec(m, g, lq, q, qstride, coef, &s[0], &s[1])
+	if i < len(m) {
+		psgdCompensate(m[i:], g[i:], lq[i:], qstride, coef)
+	}
+	for k := range coef {
+		dots[k] = psgdDotFrom(m, q[k*qstride:k*qstride+len(m)], &s[k], i)
 	}
 }
 

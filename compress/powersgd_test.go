@@ -699,11 +699,13 @@ func TestPowerSGDResume(t *testing.T) {
 }
 
 // BenchmarkPowerSGD measures compress+decompress (both rounds, error
-// feedback, warm start) of one worker at rank 2.
+// feedback, warm start) of one worker at rank 2, and at rank 1 (the
+// default) on the MLP's first weight matrix.
 func BenchmarkPowerSGD(b *testing.B) {
-	for _, s := range [][2]int{{1000, 1000}, {1000, 10000}} {
-		b.Run(fmt.Sprintf("%dx%d", s[0], s[1]), func(b *testing.B) {
-			cs := psgdBuild(b, psgdConfig(2), 1, s[:])
+	for _, c := range []struct{ n, m, rank int }{{1000, 1000, 2}, {1000, 10000, 2}, {784, 512, 1}, {784, 512, 2}} {
+		s := [2]int{c.n, c.m}
+		b.Run(fmt.Sprintf("%dx%d/rank%d", c.n, c.m, c.rank), func(b *testing.B) {
+			cs := psgdBuild(b, psgdConfig(c.rank), 1, s[:])
 			c := cs[0]
 			rng := rand.New(rand.NewPCG(1, 1))
 			g := make([]float32, s[0]*s[1])

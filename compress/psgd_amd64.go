@@ -14,6 +14,19 @@ var psgdVector = cpu.X86.HasAVX
 //go:noescape
 func psgdDotLanesAVX(x, y *float32, n int, lanes *[8]float32)
 
+// psgdDot2LanesAVX is psgdDotLanesAVX for y0 into lanes0 and y1 into lanes1
+// in one pass over x.
+//
+//go:noescape
+func psgdDot2LanesAVX(x, y0, y1 *float32, n int, lanes0, lanes1 *[8]float32)
+
+// psgdCompensateDotAVX is psgdCompensateAVX for r 1 or 2 with, in the same
+// pass, the new m times q[k·qstride+j] added into lanes_k (k < r) as
+// psgdDotLanesAVX adds.
+//
+//go:noescape
+func psgdCompensateDotAVX(m, grad, lq, q *float32, qstride int, coef *float32, r, n int, lanes0, lanes1 *[8]float32)
+
 // The *Vec functions run their kernel on the longest prefix of whole
 // vectors and return its length; the caller finishes the tail.
 
@@ -39,6 +52,27 @@ func psgdLowRankSubAVX(out, e, m, q *float32, qstride int, coef *float32, r, n i
 //
 //go:noescape
 func psgdOuterAddAVX(q *float32, qstride int, coef *float32, r int, row *float32, n int)
+
+func psgdDot2Vec(x, y0, y1 []float32, lanes0, lanes1 *[8]float32) int {
+	n := len(x) &^ 7
+	if !psgdVector || n == 0 {
+		return 0
+	}
+	_, _ = y0[n-1], y1[n-1]
+	psgdDot2LanesAVX(&x[0], &y0[0], &y1[0], n, lanes0, lanes1)
+	return n
+}
+
+func psgdCompensateDotVec(m, g, lq, q []float32, qstride int, coef []float32, lanes0, lanes1 *[8]float32) int {
+	n := len(m) &^ 7
+	if !psgdVector || n == 0 || len(coef) == 0 || len(coef) > 2 {
+		return 0
+	}
+	last := (len(coef)-1)*qstride + n - 1
+	_, _, _ = g[n-1], lq[last], q[last]
+	psgdCompensateDotAVX(&m[0], &g[0], &lq[0], &q[0], qstride, &coef[0], len(coef), n, lanes0, lanes1)
+	return n
+}
 
 func psgdLowRankSubVec(out, e, m, q []float32, qstride int, coef []float32) int {
 	n := len(out) &^ 7

@@ -42,6 +42,13 @@ func TestPowerSGDVectorLoops(t *testing.T) {
 			scalar(func() { ds = psgdDot(x, y) })
 			same("dot", n, []float32{dv}, []float32{ds})
 
+			// Two dot products in one pass: each gives psgdDot's bits.
+			y1 := fill(n + skew)[skew:]
+			a0, a1 := psgdDot2(x, y, y1)
+			var s0, s1 float32
+			scalar(func() { s0, s1 = psgdDot2(x, y, y1) })
+			same("paired dot", n, []float32{a0, a1, s0, s1}, []float32{dv, psgdDot(x, y1), ds, psgdDot(x, y1)})
+
 			for _, r := range []int{1, 2, 3, 5} {
 				stride := n + skew + 2
 				q := fill(r * stride)
@@ -98,6 +105,33 @@ func TestPowerSGDVectorLoops(t *testing.T) {
 				for j := range cv { // the residual of the row above, plus the gradient
 					if want := x[j] + ev[j]; cv[j] != want {
 						t.Fatalf("compensate, n %d r %d: element %d is %v, want %v", n, r, j, cv[j], want)
+					}
+				}
+
+				// Compensating and multiplying by the new Q in one pass (ranks 1
+				// and 2) gives psgdCompensate's row and psgdDot's products,
+				// with the vector loop and in Go; with zero coefficients and
+				// -0 rows too.
+				if r <= 2 {
+					newQ := fill(r * stride)
+					for _, tc := range []struct {
+						name       string
+						m, g, coef []float32
+					}{{"compensate and dot", m, x, coef}, {"compensate and dot, zero coefficients", negx, negx, zero}} {
+						var dv, ds [2]float32
+						rv, rs := append([]float32(nil), tc.m...), append([]float32(nil), tc.m...)
+						psgdCompensateDot(rv, tc.g, q, newQ, stride, tc.coef, &dv)
+						scalar(func() { psgdCompensateDot(rs, tc.g, q, newQ, stride, tc.coef, &ds) })
+						want := append([]float32(nil), tc.m...)
+						scalar(func() { psgdCompensate(want, tc.g, q, stride, tc.coef) })
+						same(tc.name+": row", n, rv, want)
+						same(tc.name+": row in Go", n, rs, want)
+						var wantDots [2]float32
+						for k := range r {
+							wantDots[k] = psgdDot(want, newQ[k*stride:k*stride+n])
+						}
+						same(tc.name+": products", n, dv[:], wantDots[:])
+						same(tc.name+": products in Go", n, ds[:], wantDots[:])
 					}
 				}
 
