@@ -145,7 +145,7 @@ func (s *selector) heapTop(v []float32, k int) bool {
 }
 
 // nextAbove returns the offset of the first block of eight elements of v (the
-// last block may be shorter) holding a magnitude bits above thr, with the mask
+// last block may be shorter) holding magnitude bits above thr, with the mask
 // of those elements in the block (bit j: v[off+j]); mask 0 when none is above.
 func nextAbove(v []float32, thr uint32) (off int, mask uint32) {
 	off, mask, i := nextAboveVec(v, thr) // the whole vectors, where the CPU has them
