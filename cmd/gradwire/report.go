@@ -22,7 +22,17 @@ without training:
   table.md                     one row per variation, mean ± std over seeds
   test_metric.png              test accuracy (or test loss) per epoch
   accuracy_vs_compression.png  final test accuracy vs steady compression ratio
+                               (sweeps with a compressed variation)
+  accuracy_vs_link_bytes.png   the same against bytes through the busiest link
   train_loss.png               logged training loss per step
+  sharpness_vs_gap.png         top Hessian eigenvalue against the generalization gap
+                               (runs with measures.json)
+  scaling_speedup_<B>gbps.png  time model's speed-up against workers, and
+  scaling_link_bytes.png       busiest link's bytes against workers (sweeps
+                               whose variations run at several worker counts)
+
+Every plot is written as PNG and as SVG of the same name; a plot that does
+not apply to the sweep is not written (an older one is removed).
 
 Rows follow the variation order of DIR/sweep.yaml (written by gradwire sweep),
 then the seed. Unfinished runs are left out with a warning on stderr. table.md
