@@ -70,8 +70,9 @@ type TrainConfig struct {
 	// diverged; 0 = 100 x ln(classes), a hundred times the loss of a uniform guess.
 	MaxLoss float64 `mapstructure:"max_loss" yaml:"max_loss"`
 	// StallEpochs: a mean training loss no better than a uniform guess (at
-	// least 0.99 x ln(classes)) for this many consecutive epochs after the
-	// learning-rate warm-up stops the run as stalled; 0 = off.
+	// least 0.99 x ln(classes)) in more than half of the last this many
+	// epochs, all after the learning-rate warm-up, stops the run as
+	// stalled; 0 = off.
 	StallEpochs int `mapstructure:"stall_epochs" yaml:"stall_epochs"`
 	// Mode is serial (every step a forward-backward pass of the whole
 	// network, data-parallel over dist.workers) or layer_parallel (the

@@ -134,20 +134,24 @@ func (d *divergence) explodingLoss(epoch, step int, mean float64) error {
 // at or above which an epoch counts as stalled.
 const stallFraction = 0.99
 
-// stall stops a run whose mean training loss stays no better than a uniform
-// guess for train.stall_epochs consecutive epochs after the learning-rate
-// warm-up: a network that died (every ReLU off, say) or never started to
-// learn, which would otherwise train on to its last epoch. It runs after the
-// epoch's record and checkpoint are written, so a resumed run finds the
-// stalled epochs in its history and stops at once.
+// stall stops a run whose mean training loss is no better than a uniform
+// guess in more than half of the last train.stall_epochs epochs, all of them
+// after the learning-rate warm-up: a network that died (every ReLU off, say)
+// or never started to learn, which would otherwise train on to its last
+// epoch. A majority rather than every epoch, because a network that diverged
+// at a high rate and lost what it had learned wanders around a uniform
+// guess's loss (2.26, 3.89, 2.53, 2.19, ... for 10 classes) instead of
+// sitting above it; one epoch above it among good ones is not enough. It
+// runs after the epoch's record and checkpoint are written, so a resumed run
+// finds the stalled epochs in its history and stops at once.
 type stall struct {
 	noHook
 	need    int     // train.stall_epochs
 	warmup  float64 // schedule.warmup_epochs: epochs up to it do not count
 	bound   float64
 	classes int
-	first   int       // the first epoch (1-based) of the current stalled run of epochs
-	losses  []float64 // their training losses
+	first   int       // the first epoch (1-based) of the window
+	losses  []float64 // the training losses of the last need epochs after the warm-up
 }
 
 // newStall starts from the run's epochs so far (a resumed run's history).
@@ -160,9 +164,10 @@ func newStall(need int, warmup float64, classes int, history []EpochResult) *sta
 	return s
 }
 
-// count adds epoch's (1-based) training loss to the stalled run or ends it.
+// count adds epoch's (1-based) training loss to the window of the last
+// need epochs after the warm-up.
 func (s *stall) count(epoch int, loss float64) {
-	if float64(epoch) <= s.warmup || !(loss >= s.bound) {
+	if float64(epoch) <= s.warmup {
 		s.losses = s.losses[:0]
 		return
 	}
@@ -170,19 +175,36 @@ func (s *stall) count(epoch int, loss float64) {
 		s.first = epoch
 	}
 	s.losses = append(s.losses, loss)
+	if over := len(s.losses) - max(s.need, 1); over > 0 {
+		s.losses = s.losses[over:]
+		s.first += over
+	}
 }
 
-// check returns the stall error once enough epochs have stalled.
+// stalled is how many epochs of the window had a loss at or above the bound
+// (a NaN loss is divergence's, not a stall).
+func (s *stall) stalled() int {
+	n := 0
+	for _, l := range s.losses {
+		if l >= s.bound {
+			n++
+		}
+	}
+	return n
+}
+
+// check returns the stall error once more than half of a full window of
+// need epochs have stalled.
 func (s *stall) check() error {
-	if s.need <= 0 || len(s.losses) < s.need {
+	if s.need <= 0 || len(s.losses) < s.need || 2*s.stalled() <= s.need {
 		return nil
 	}
 	losses := make([]string, len(s.losses))
 	for i, l := range s.losses {
 		losses[i] = fmt.Sprintf("%.4f", l)
 	}
-	return fmt.Errorf("stalled: epochs %d-%d after the learning-rate warm-up had a mean training loss of %s, at or above %.4f = %.2f x ln(%d classes), no better than a uniform guess (train.stall_epochs %d); resuming repeats the stall unless the config changes (--allow-change)",
-		s.first, s.first+len(s.losses)-1, strings.Join(losses, ", "), s.bound, stallFraction, s.classes, s.need)
+	return fmt.Errorf("stalled: epochs %d-%d after the learning-rate warm-up had mean training losses of %s, %d of %d at or above %.4f = %.2f x ln(%d classes), no better than a uniform guess (train.stall_epochs %d: more than half of the last %d epochs); resuming repeats the stall unless the config changes (--allow-change)",
+		s.first, s.first+len(s.losses)-1, strings.Join(losses, ", "), s.stalled(), len(s.losses), s.bound, stallFraction, s.classes, s.need, s.need)
 }
 
 func (s *stall) afterEpoch(e *epochDone) error {
