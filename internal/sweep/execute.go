@@ -185,10 +185,26 @@ func Execute(ctx context.Context, s *Sweep, opts Options) error {
 	inv := newInvocation(opts.Command, time.Now())
 	inv.Skipped = done
 	t0 := time.Now()
-	err = execute(ctx, s, opts, dir, states, &inv, progress)
+	// The line is written now and after every run, so that an invocation
+	// killed outright (no deferred code runs) still leaves its record.
+	var record func() error
 	if opts.Command != "" {
-		inv.WallSeconds = time.Since(t0).Seconds()
-		if werr := appendInvocation(dir, inv); werr != nil {
+		line := -1
+		record = func() error {
+			inv.WallSeconds = time.Since(t0).Seconds()
+			var err error
+			line, err = recordInvocation(dir, inv, line)
+			return err
+		}
+		inv.Running = true
+		if err := record(); err != nil {
+			return err
+		}
+	}
+	err = execute(ctx, s, opts, dir, states, &inv, record, progress)
+	if record != nil {
+		inv.Running = false
+		if werr := record(); werr != nil {
 			err = errors.Join(err, werr)
 		}
 	}
@@ -196,7 +212,8 @@ func Execute(ctx context.Context, s *Sweep, opts Options) error {
 }
 
 // execute trains the runs that are not done, counting them in inv.
-func execute(ctx context.Context, s *Sweep, opts Options, dir string, states []state, inv *Invocation, progress io.Writer) error {
+// record, when not nil, rewrites the invocation's line after each run.
+func execute(ctx context.Context, s *Sweep, opts Options, dir string, states []state, inv *Invocation, record func() error, progress io.Writer) error {
 	n := len(s.Runs)
 	var failed []error
 	est := newETA(s.Runs, states)
@@ -228,6 +245,11 @@ func execute(ctx context.Context, s *Sweep, opts Options, dir string, states []s
 		t0 := time.Now()
 		inv.Trained++
 		sum, err := runOne(ctx, s, r, r.Dir(dir), st.resume)
+		if record != nil && !errors.Is(err, context.Canceled) {
+			if err := record(); err != nil {
+				return err
+			}
+		}
 		if errors.Is(err, context.Canceled) {
 			inv.Interrupted = true
 			return fmt.Errorf("interrupted during %s seed %d (kept up to its last completed epoch); rerun gradwire sweep --config %s to continue", r.Variation, r.Seed, s.Path)

@@ -34,6 +34,10 @@ type Invocation struct {
 	Skipped     int     `json:"skipped"` // runs already finished
 	Failed      int     `json:"failed"`
 	Interrupted bool    `json:"interrupted,omitempty"`
+	// Running marks a line written while the invocation works: it is
+	// rewritten after every run and completed at the end, so an invocation
+	// that was killed leaves its line as of its last finished run.
+	Running bool `json:"running,omitempty"`
 }
 
 func newInvocation(command string, started time.Time) Invocation {
@@ -44,16 +48,37 @@ func newInvocation(command string, started time.Time) Invocation {
 // appendInvocation adds inv to dir's invocations.jsonl, rewriting the file
 // atomically so that a crash never leaves half a line.
 func appendInvocation(dir string, inv Invocation) error {
+	_, err := recordInvocation(dir, inv, -1)
+	return err
+}
+
+// recordInvocation writes inv's line into dir's invocations.jsonl at index
+// at (0-based), the line an earlier call returned for the same invocation,
+// when that line still holds inv's start time and command; else (at < 0, or
+// the file changed) as a new last line. It returns the line's index. The
+// file is rewritten atomically.
+func recordInvocation(dir string, inv Invocation, at int) (int, error) {
 	path := filepath.Join(dir, invocationsFile)
 	old, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
+		return 0, err
 	}
 	line, err := json.Marshal(inv)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	return atomicfile.Write(path, append(append(old, line...), '\n'))
+	lines := strings.SplitAfter(string(old), "\n") // the last is "" after a final newline
+	if at >= 0 && at < len(lines) {
+		var prev Invocation
+		if json.Unmarshal([]byte(lines[at]), &prev) == nil && prev.Started == inv.Started && prev.Command == inv.Command {
+			lines[at] = string(line) + "\n"
+			return at, atomicfile.Write(path, []byte(strings.Join(lines, "")))
+		}
+	}
+	if len(old) > 0 && old[len(old)-1] != '\n' {
+		old = append(old, '\n')
+	}
+	return strings.Count(string(old), "\n"), atomicfile.Write(path, append(append(old, line...), '\n'))
 }
 
 // readInvocations reads dir's invocations.jsonl; a missing file is no invocations.
@@ -95,7 +120,10 @@ func provenance(invs []Invocation, runWall float64) string {
 			continue // a rerun that found everything done adds nothing worth a line
 		}
 		state := ""
-		if inv.Interrupted {
+		switch {
+		case inv.Running:
+			state = ", as of its last finished run (it ended without completing its record: killed, or still running)"
+		case inv.Interrupted:
 			state = ", interrupted"
 		}
 		if inv.Failed > 0 {

@@ -165,7 +165,8 @@ func TestSweepRunsSkipsResumesAndReports(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(invs) != 2 || invs[0].Trained != 4 || invs[0].Skipped != 0 || invs[1].Trained != 0 || invs[1].Skipped != 4 ||
-		invs[0].Command != "gradwire sweep --config "+path || invs[0].Machine == "" || invs[0].WallSeconds <= 0 {
+		invs[0].Command != "gradwire sweep --config "+path || invs[0].Machine == "" || invs[0].WallSeconds <= 0 ||
+		invs[0].Running || invs[1].Running {
 		t.Errorf("invocations.jsonl: %+v", invs)
 	}
 
