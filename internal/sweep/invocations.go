@@ -45,18 +45,11 @@ func newInvocation(command string, started time.Time) Invocation {
 		BLAS: models.BLAS, Machine: version.Machine(), Started: started.UTC().Format(time.RFC3339)}
 }
 
-// appendInvocation adds inv to dir's invocations.jsonl, rewriting the file
-// atomically so that a crash never leaves half a line.
-func appendInvocation(dir string, inv Invocation) error {
-	_, err := recordInvocation(dir, inv, -1)
-	return err
-}
-
 // recordInvocation writes inv's line into dir's invocations.jsonl at index
 // at (0-based), the line an earlier call returned for the same invocation,
 // when that line still holds inv's start time and command; else (at < 0, or
 // the file changed) as a new last line. It returns the line's index. The
-// file is rewritten atomically.
+// file is rewritten atomically, so that a crash never leaves half a line.
 func recordInvocation(dir string, inv Invocation, at int) (int, error) {
 	path := filepath.Join(dir, invocationsFile)
 	old, err := os.ReadFile(path)

@@ -65,3 +65,9 @@ func TestInvocationRecordedWhileRunning(t *testing.T) {
 		t.Fatalf("invocations.jsonl after the end: %+v, %v", invs, err)
 	}
 }
+
+// appendInvocation adds inv as a new last line of dir's invocations.jsonl.
+func appendInvocation(dir string, inv Invocation) error {
+	_, err := recordInvocation(dir, inv, -1)
+	return err
+}
