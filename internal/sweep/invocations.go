@@ -49,9 +49,15 @@ func newInvocation(command string, started time.Time) Invocation {
 // at (0-based), the line an earlier call returned for the same invocation,
 // when that line still holds inv's start time and command; else (at < 0, or
 // the file changed) as a new last line. It returns the line's index. The
-// file is rewritten atomically, so that a crash never leaves half a line.
+// file is rewritten atomically, so that a crash never leaves half a line,
+// and under a lock on dir, so that a concurrent sweep's line is never lost.
 func recordInvocation(dir string, inv Invocation, at int) (int, error) {
 	path := filepath.Join(dir, invocationsFile)
+	unlock, err := lockDir(dir)
+	if err != nil {
+		return 0, fmt.Errorf("recording the sweep in %s: %w", path, err)
+	}
+	defer unlock()
 	old, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return 0, err

@@ -1,6 +1,7 @@
 package sweep
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -70,4 +71,46 @@ func TestInvocationRecordedWhileRunning(t *testing.T) {
 func appendInvocation(dir string, inv Invocation) error {
 	_, err := recordInvocation(dir, inv, -1)
 	return err
+}
+
+// TestInvocationsConcurrentSweeps: sweeps working on one results folder at
+// once (two --only selections in two terminals) each keep their line and its
+// last update: the read, change and rewrite of the file is under a lock.
+func TestInvocationsConcurrentSweeps(t *testing.T) {
+	if !dirLocking {
+		t.Skip("no flock on this system: concurrent sweeps on one folder are not guarded")
+	}
+	dir := t.TempDir()
+	const sweeps, updates = 8, 25
+	errs := make(chan error, sweeps)
+	for s := range sweeps {
+		go func() {
+			inv := Invocation{Command: fmt.Sprintf("gradwire sweep --only run-%d", s), Started: "2026-01-02T00:00:00Z", Running: true}
+			at, err := recordInvocation(dir, inv, -1)
+			for u := 1; u <= updates && err == nil; u++ {
+				inv.Trained = u
+				at, err = recordInvocation(dir, inv, at)
+			}
+			errs <- err
+		}()
+	}
+	for range sweeps {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	invs, err := readInvocations(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, inv := range invs {
+		seen[inv.Command]++
+		if inv.Trained != updates {
+			t.Errorf("%s: trained %d, want its last update's %d", inv.Command, inv.Trained, updates)
+		}
+	}
+	if len(invs) != sweeps || len(seen) != sweeps {
+		t.Fatalf("%d lines for %d sweeps (%d distinct): %+v", len(invs), sweeps, len(seen), invs)
+	}
 }
