@@ -469,14 +469,25 @@ func table(name string, groups []group, missing []string, failed []failedRun) st
 		}
 	}
 	val, hasVal := validationMetric(groups)
+	// A sweep without compression (an optimizer or learning-rate probe) has
+	// no dense baseline to differ from and no ratios but 1: those columns go.
+	compressed := slices.ContainsFunc(groups, func(g group) bool {
+		return field(g, func(s *train.Summary) string { return s.Compressor }) != "none"
+	})
 	header := []string{"variation", "model", "compressor", "workers", "global batch", "optimizer", "seeds"}
 	for _, m := range metrics {
-		header = append(header, m.header, m.diffHeader)
+		header = append(header, m.header)
+		if compressed {
+			header = append(header, m.diffHeader)
+		}
 	}
 	if hasVal {
 		header = append(header, val.header)
 	}
-	header = append(header, "compression ratio", "steady compression ratio", "sent per worker-step (kB)", "busiest link per step (kB)")
+	if compressed {
+		header = append(header, "compression ratio", "steady compression ratio")
+	}
+	header = append(header, "sent per worker-step (kB)", "busiest link per step (kB)")
 	for _, gbps := range speedUpGbps {
 		header = append(header, fmt.Sprintf("speed-up at %g Gbit/s", gbps))
 	}
@@ -514,6 +525,7 @@ func table(name string, groups []group, missing []string, failed []failedRun) st
 			v := values(g, m.value)
 			cells = append(cells, meanStd(v, m.decimals))
 			switch bv := values(groups[max(base, 0)], m.value); {
+			case !compressed:
 			case base == i && len(v) > 0:
 				cells = append(cells, "baseline")
 			case base < 0 || len(v) == 0 || len(bv) == 0:
@@ -528,7 +540,9 @@ func table(name string, groups []group, missing []string, failed []failedRun) st
 		ratio := values(g, func(s *train.Summary) (float64, bool) { return s.CompressionRatio, true })
 		// 0 is a summary written before the steady ratio existed: unknown, not zero.
 		steady := values(g, func(s *train.Summary) (float64, bool) { return s.CompressionRatioSteady, s.CompressionRatioSteady > 0 })
-		cells = append(cells, meanStd(ratio, ratioDecimals(ratio)), meanStd(steady, ratioDecimals(steady)))
+		if compressed {
+			cells = append(cells, meanStd(ratio, ratioDecimals(ratio)), meanStd(steady, ratioDecimals(steady)))
+		}
 		for _, f := range []func(*train.Summary) (float64, bool){sentKB, linkKB} {
 			v := values(g, f)
 			cells = append(cells, meanStd(v, ratioDecimals(v)))
@@ -545,11 +559,14 @@ func table(name string, groups []group, missing []string, failed []failedRun) st
 		valNote = "Validation accuracy (or loss): the same after the last epoch, on the examples data.validation held out of the training set " +
 			"(blank for a run without one); best on validation: the variation with the best mean (and the best compressed one, when that is another), by which a recipe is picked without looking at the test figures. "
 	}
+	compressNote := "No variation compresses its gradients: no Δ dense or compression ratio columns. "
+	if compressed {
+		compressNote = "Δ dense: difference of the means from the baseline, the first variation with compressor none and the same model, workers and global batch (blank when there is none, and for layer-parallel runs). " +
+			"Compression ratio: bytes of dense float32 gradients over bytes sent, over the whole run; steady: after the compressor's warm-up. "
+	}
 	b.WriteString("\nMean ± sample standard deviation over the seeds of each variation; a single seed has no ±. " +
 		"Test accuracy and test loss are those after the last epoch. " +
-		valNote +
-		"Δ dense: difference of the means from the baseline, the first variation with compressor none and the same model, workers and global batch (blank when there is none, and for layer-parallel runs). " +
-		"Compression ratio: bytes of dense float32 gradients over bytes sent, over the whole run; steady: after the compressor's warm-up. " +
+		valNote + compressNote +
 		"Sent per worker-step: what one worker puts on the wire in a steady step (1 kB = 1000 B). " +
 		"Busiest link per step: the bytes that cross one link in a steady step on the configured topology (a ring: (N-1) x the payload for an all-gather, 2(N-1)/N x the buffer for an all-reduce), which is what the time model charges bandwidth for. " +
 		"Speed-up at 1 and 10 Gbit/s: the time model's prediction for one machine per worker over one machine, from the measured compute time per step (blank for one worker). " +

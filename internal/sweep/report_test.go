@@ -211,15 +211,22 @@ func TestReportValidation(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"| seeds | test accuracy (%) | Δ dense (pp) | validation accuracy (%) | compression ratio |",
-		"| lr-a | lenet5 | none | 8 | 256 | sgd | 1, 2 | 91.50 ± 0.71 | baseline | 89.50 ± 0.71 | 1.00 ± 0.00 |",
-		"| lr-b | lenet5 | none | 8 | 256 | sgd | 1 | 93.00 | +1.50 | 88.50 | 1.00 |",
-		"| lr-c | lenet5 | none | 8 | 256 | sgd | 1 | 90.00 | -1.50 | 89.75 | 1.00 |",
-		"| lr-d | lenet5 | none | 8 | 256 | sgd | 1 | 95.00 | +3.50 |  | 1.00 |",
+		// No variation compresses: no Δ dense or compression ratio columns.
+		"| seeds | test accuracy (%) | validation accuracy (%) | sent per worker-step (kB) |",
+		"| lr-a | lenet5 | none | 8 | 256 | sgd | 1, 2 | 91.50 ± 0.71 | 89.50 ± 0.71 | 1000 ± 0 |",
+		"| lr-b | lenet5 | none | 8 | 256 | sgd | 1 | 93.00 | 88.50 | 1000 |",
+		"| lr-c | lenet5 | none | 8 | 256 | sgd | 1 | 90.00 | 89.75 | 1000 |",
+		"| lr-d | lenet5 | none | 8 | 256 | sgd | 1 | 95.00 |  | 1000 |",
 		"|\n\nbest on validation: lr-c (89.75%)\n",
+		"No variation compresses its gradients: no Δ dense or compression ratio columns.",
 	} {
 		if !strings.Contains(res.Table, want) {
 			t.Errorf("table.md lacks\n%s\n%s", want, res.Table)
+		}
+	}
+	for _, absent := range []string{"Δ dense", "baseline", "compression ratio |"} {
+		if strings.Contains(strings.SplitN(res.Table, "\n\nMean", 2)[0], absent) {
+			t.Errorf("the table of a sweep without compression has %q:\n%s", absent, res.Table)
 		}
 	}
 	header := strings.SplitN(readFile(t, filepath.Join(dir, RunsCSV)), "\n", 2)[0]
@@ -409,11 +416,16 @@ func TestLayerParallelHasNoDenseBaseline(t *testing.T) {
 	dp := classifierSummary("none", 1, 0.90, 1, 1, 2)
 	dp.Workers = 2
 	writeRun(t, dir, "b-dataparallel", dp)
+	dgc := classifierSummary("dgc", 1, 0.89, 100, 100, 2)
+	dgc.Workers = 2
+	writeRun(t, dir, "c-dgc", dgc)
 	res, err := Report(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| a-layerpar | lenet5 | none | 2 | 256 | sgd | 1 | 80.00 |  |", "| b-dataparallel | lenet5 | none | 2 | 256 | sgd | 1 | 90.00 | baseline |"} {
+	for _, want := range []string{"| a-layerpar | lenet5 | none | 2 | 256 | sgd | 1 | 80.00 |  |",
+		"| b-dataparallel | lenet5 | none | 2 | 256 | sgd | 1 | 90.00 | baseline |",
+		"| c-dgc | lenet5 | dgc | 2 | 256 | sgd | 1 | 89.00 | -1.00 |"} {
 		if !strings.Contains(res.Table, want) {
 			t.Errorf("table.md lacks\n%s\n%s", want, res.Table)
 		}
