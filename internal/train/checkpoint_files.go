@@ -45,8 +45,9 @@ func listCheckpoints(dir string) ([]checkpointFile, error) {
 	}
 	var out []checkpointFile
 	for _, e := range entries {
-		num, ok := strings.CutPrefix(e.Name(), "step-")
-		if num, ok = strings.CutSuffix(num, ".ckpt"); !ok || !e.Type().IsRegular() || num == "" || strings.Trim(num, "0123456789") != "" {
+		num, hasPrefix := strings.CutPrefix(e.Name(), "step-")
+		num, hasSuffix := strings.CutSuffix(num, ".ckpt")
+		if !hasPrefix || !hasSuffix || !e.Type().IsRegular() || num == "" || strings.Trim(num, "0123456789") != "" {
 			continue
 		}
 		step, err := strconv.Atoi(num)

@@ -56,7 +56,7 @@ func TestCheckpointNamesSortByStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"step-00000005.ckpt", "step-123456789.ckpt", "step-00000100.ckpt", "step-x.ckpt", "step-.ckpt",
-		"epoch-0003.ckpt", ".step-00000200.ckpt.tmp123", "step-00000300.ckpt.bak", "step-99999999999999999999999.ckpt"} {
+		"epoch-0003.ckpt", "00000400.ckpt", ".step-00000200.ckpt.tmp123", "step-00000300.ckpt.bak", "step-99999999999999999999999.ckpt"} {
 		if err := os.WriteFile(filepath.Join(cdir, name), nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
