@@ -109,9 +109,7 @@ func lgcLinearWeights(t *testing.T, c *lgc) {
 	side := func(m [][]float64) []float64 {
 		var out []float64
 		for _, row := range m {
-			for _, x := range row {
-				out = append(out, x)
-			}
+			out = append(out, row...)
 			for _, x := range row {
 				out = append(out, -x)
 			}

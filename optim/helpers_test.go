@@ -18,7 +18,6 @@ func near(got, want float64) bool {
 
 // stepCase is a few optimizer steps on tiny tensors with hand-worked results.
 type stepCase struct {
-	name      string
 	cfg       Config
 	params    []Param              // initial values; Grad is filled from grads
 	grads     [][][]float32        // [step][param] gradient

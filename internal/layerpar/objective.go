@@ -1,7 +1,5 @@
 package layerpar
 
-import "fmt"
-
 // Objective is the method and penalty weight of one parallel round.
 type Objective struct {
 	Method     string  // MethodPenalty or MethodAL
@@ -104,15 +102,4 @@ func (o Objective) Value(parts []float64, muSq []float64) float64 {
 		j -= m / (2 * o.Rho)
 	}
 	return j
-}
-
-// validate checks the objective's numbers.
-func (o Objective) validate() error {
-	if o.Method != MethodPenalty && o.Method != MethodAL {
-		return fmt.Errorf("layer_parallel.method: %q: must be one of %v", o.Method, MethodNames())
-	}
-	if !(o.Rho > 0) {
-		return fmt.Errorf("layer_parallel.rho: %v: must be > 0", o.Rho)
-	}
-	return nil
 }

@@ -79,15 +79,6 @@ func meanCurve(g group, points func(*runData) map[float64]float64) (xy plotter.X
 	return xy, std
 }
 
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
 
 // The informative band of a metric axis: a variation whose value lies more
 // than bandAccuracy points below the best accuracy (a run that collapsed to

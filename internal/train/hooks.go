@@ -232,7 +232,6 @@ func (a *agreement) afterStep(s *stepDone) error {
 // run's progress can be followed in the file, and a checkpoint can note the
 // file's size.
 type metricsLog struct {
-	noHook
 	f        *os.File
 	w        *bufio.Writer
 	logEvery int

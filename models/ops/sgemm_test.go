@@ -33,12 +33,11 @@ func sgemmPaths() []sgemmPath {
 // gemmCase is one product: c = alpha·op(a)·op(b) + beta·c with padded
 // leading dimensions.
 type gemmCase struct {
-	tA, tB                bool
-	m, n, k               int
-	lda, ldb, ldc         int
-	alpha, beta           float32
-	a, b, c               []float32
-	padA, padB, padC, nan bool
+	tA, tB        bool
+	m, n, k       int
+	lda, ldb, ldc int
+	alpha, beta   float32
+	a, b, c       []float32
 }
 
 func (g *gemmCase) String() string {
