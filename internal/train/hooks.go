@@ -3,6 +3,7 @@ package train
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -300,9 +301,8 @@ func (m *metricsLog) offset() (int64, error) {
 }
 
 func (m *metricsLog) end() error {
-	err := m.w.Flush()
-	m.f.Close()
-	return err
+	// Close's error counts too: on some file systems a failed write shows only there.
+	return errors.Join(m.w.Flush(), m.f.Close())
 }
 
 // progressHook drives the progress display (rank 0, train.progress).
