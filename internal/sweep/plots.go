@@ -79,7 +79,6 @@ func meanCurve(g group, points func(*runData) map[float64]float64) (xy plotter.X
 	return xy, std
 }
 
-
 // The informative band of a metric axis: a variation whose value lies more
 // than bandAccuracy points below the best accuracy (a run that collapsed to
 // chance, say), or above bandLoss times the best loss, would squash the
