@@ -19,6 +19,7 @@ type failedRun struct {
 	reason      string // the error's last line, which says what went wrong
 	optimizer   string // from the run's config.yaml ("" if unreadable)
 	globalBatch int
+	sets        []string // sweep.yaml's settings of its variation
 }
 
 // maxReason bounds the error text quoted in table.md.

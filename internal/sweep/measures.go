@@ -136,11 +136,8 @@ func hyperParams(rows []measuredRun, sets map[string][]string) []string {
 		if !ok {
 			continue
 		}
-		values[i] = map[string]string{}
-		for _, kv := range set {
-			k, v, _ := strings.Cut(kv, "=")
-			k = strings.ToLower(strings.TrimSpace(k))
-			values[i][k] = strings.TrimSpace(v)
+		values[i] = setValues(set)
+		for k := range values[i] {
 			keys[k] = true
 		}
 	}

@@ -259,6 +259,7 @@ func collect(dir string, rec *Record, warn io.Writer) ([]group, []string, []fail
 					continue
 				}
 				if f, ok := readFailure(runDir, v, seed); ok {
+					f.sets = g.sets
 					failed = append(failed, f)
 					continue
 				}
@@ -572,6 +573,7 @@ func table(name string, groups []group, missing []string, failed []failedRun) st
 		"Speed-up at 1 and 10 Gbit/s: the time model's prediction for one machine per worker over one machine, from the measured compute time per step (blank for one worker). " +
 		"Wall time per run: the training epochs' wall-clock time on this machine, evaluation excluded (summary.json's wall_seconds, summed over the parts of a resumed run).\n")
 	b.WriteString(optimizerBatchPivot(groups, metrics, failed))
+	b.WriteString(learningRateTable(groups, failed, metrics))
 	b.WriteString(measuresTable(groups))
 	b.WriteString(layerParallelTable(groups))
 	fmt.Fprintf(&b, "\n%d runs, %.0f s of training in total (sum of wall_seconds). Rebuilt from the runs' summary.json by `gradwire report`.\n", runs, wall)

@@ -1,0 +1,172 @@
+package sweep
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gradwire/gradwire/internal/train"
+)
+
+// A learning-rate grid is the variations of one optimizer and global batch
+// that differ in optim.lr alone (as sweep.yaml sets them). Its pick is the
+// rate best on validation; a pick at the grid's lowest or highest rate is
+// not bracketed, and a probe that ends there has not found the best rate.
+type lrGrid struct {
+	optimizer string
+	batch     int
+	settings  string // the sweep.yaml settings the grid's variations share, less those of every variation
+	rates     []lrPoint
+}
+
+type lrPoint struct {
+	rate   float64
+	group  *group // nil for a rate whose runs all failed
+	failed bool
+}
+
+// setValues is the value each key of sweep.yaml's settings ends with (a
+// later setting of a key wins, as in the sweep; keys in lower case, as the
+// config's keys are matched).
+func setValues(sets []string) map[string]string {
+	last := map[string]string{}
+	for _, kv := range sets {
+		k, v, _ := strings.Cut(kv, "=")
+		last[strings.ToLower(strings.TrimSpace(k))] = strings.TrimSpace(v)
+	}
+	return last
+}
+
+// variationRate is the optim.lr a variation's settings end with, and the
+// other settings as "key=value" in order of their keys.
+func variationRate(sets []string) (rate float64, ok bool, others []string) {
+	last := setValues(sets)
+	if v, found := last["optim.lr"]; found {
+		r, err := strconv.ParseFloat(v, 64)
+		ok, rate = err == nil, r
+	}
+	for k, v := range last {
+		if k != "optim.lr" && k != "optim.name" {
+			others = append(others, k+"="+v)
+		}
+	}
+	slices.Sort(others)
+	return rate, ok, others
+}
+
+// learningRateGrids finds the grids of groups (and of the failed runs) with
+// at least two rates.
+func learningRateGrids(groups []group, failed []failedRun) []lrGrid {
+	type member struct {
+		optimizer string
+		batch     int
+		others    []string
+		point     lrPoint
+	}
+	var members []member
+	for i := range groups {
+		g := &groups[i]
+		rate, ok, others := variationRate(g.sets)
+		opt := field(*g, func(s *train.Summary) string { return s.Optimizer })
+		batch, err := strconv.Atoi(field(*g, func(s *train.Summary) string { return strconv.Itoa(s.GlobalBatch) }))
+		if !ok || err != nil || strings.Contains(opt, "/") {
+			continue
+		}
+		members = append(members, member{opt, batch, others, lrPoint{rate: rate, group: g}})
+	}
+	for _, f := range failed {
+		rate, ok, others := variationRate(f.sets)
+		if !ok || f.optimizer == "" || slices.ContainsFunc(members, func(m member) bool {
+			return m.point.rate == rate && m.optimizer == f.optimizer && m.batch == f.globalBatch && slices.Equal(m.others, others)
+		}) {
+			continue // unknown, or one seed failed where another finished
+		}
+		members = append(members, member{f.optimizer, f.globalBatch, others, lrPoint{rate: rate, failed: true}})
+	}
+	// Settings every variation shares (the sweep's own set:) say nothing about a grid.
+	var common []string
+	for i, m := range members {
+		if i == 0 {
+			common = slices.Clone(m.others)
+			continue
+		}
+		common = slices.DeleteFunc(common, func(s string) bool { return !slices.Contains(m.others, s) })
+	}
+	var grids []lrGrid
+	for _, m := range members {
+		settings := strings.Join(slices.DeleteFunc(slices.Clone(m.others), func(s string) bool { return slices.Contains(common, s) }), ", ")
+		i := slices.IndexFunc(grids, func(g lrGrid) bool {
+			return g.optimizer == m.optimizer && g.batch == m.batch && g.settings == settings
+		})
+		if i < 0 {
+			grids = append(grids, lrGrid{optimizer: m.optimizer, batch: m.batch, settings: settings})
+			i = len(grids) - 1
+		}
+		if !slices.ContainsFunc(grids[i].rates, func(p lrPoint) bool { return p.rate == m.point.rate }) {
+			grids[i].rates = append(grids[i].rates, m.point)
+		}
+	}
+	grids = slices.DeleteFunc(grids, func(g lrGrid) bool { return len(g.rates) < 2 })
+	for i := range grids {
+		slices.SortFunc(grids[i].rates, func(a, b lrPoint) int { return cmp.Compare(a.rate, b.rate) })
+	}
+	return grids
+}
+
+// learningRateTable is table.md's section on the sweep's learning-rate
+// grids: each grid's rates with their validation figure, the pick, its test
+// figure, and whether the pick lies inside the grid. Empty without grids or
+// without validation figures (a rate is never picked on the test split).
+func learningRateTable(groups []group, failed []failedRun, metrics []metric) string {
+	val, hasVal := validationMetric(groups)
+	grids := learningRateGrids(groups, failed)
+	if !hasVal || len(grids) == 0 || len(metrics) == 0 {
+		return ""
+	}
+	test := metrics[0]
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n## Learning rates, picked on validation\n\n")
+	fmt.Fprintf(&b, "| optimizer | global batch | settings | %s by optim.lr | pick | %s of the pick | inside the grid |\n", val.header, test.header)
+	b.WriteString("|---|--:|---|---|--:|--:|---|\n")
+	for _, g := range grids {
+		var cells []string
+		pick := -1
+		var pickV float64
+		for i, p := range g.rates {
+			rate := strconv.FormatFloat(p.rate, 'g', -1, 64)
+			if p.failed {
+				cells = append(cells, rate+": failed")
+				continue
+			}
+			v := values(*p.group, val.value)
+			if len(v) == 0 {
+				cells = append(cells, rate+": —")
+				continue
+			}
+			cells = append(cells, rate+": "+fixed(mean(v), val.decimals))
+			if pick < 0 || val.better(mean(v), pickV) {
+				pick, pickV = i, mean(v)
+			}
+		}
+		if pick < 0 {
+			continue
+		}
+		inside := "yes"
+		switch pick {
+		case 0:
+			inside = "no: the lowest rate is best"
+		case len(g.rates) - 1:
+			inside = "no: the highest rate is best"
+		}
+		p := g.rates[pick]
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s (%s) | %s | %s |\n", g.optimizer, g.batch, g.settings, strings.Join(cells, ", "),
+			strconv.FormatFloat(p.rate, 'g', -1, 64), p.group.name, meanStd(values(*p.group, test.value), test.decimals), inside)
+	}
+	b.WriteString("\nA grid: the variations of one optimizer and global batch whose sweep.yaml settings differ in optim.lr alone " +
+		"(settings: those they share beyond what every variation sets). Each rate's figure is the mean over its seeds; " +
+		"the pick is the rate best on validation, and its test figure is the one to report. " +
+		"A pick at the lowest or highest rate tried is not bracketed: a further rate beyond it is needed before the pick stands.\n")
+	return b.String()
+}

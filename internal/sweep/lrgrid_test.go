@@ -1,0 +1,102 @@
+package sweep
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestLearningRateGrids: the variations of one optimizer and batch that
+// differ in optim.lr alone form a grid; the pick is the best mean validation
+// figure, a pick at either end of the grid is flagged, a failed rate counts
+// as tried (so a best rate just below a failed one is bracketed), and
+// variations with other settings form grids of their own.
+func TestLearningRateGrids(t *testing.T) {
+	run := func(v, opt string, batch int, seed int64, test, val float64) *runData {
+		s := classifierSummary("none", seed, test, 1, 1, 2)
+		s.Optimizer, s.GlobalBatch, s.ValAccuracy = opt, batch, ptr(val)
+		return &runData{variation: v, seed: seed, sum: &s}
+	}
+	common := []string{"train.epochs=50", "optim.lr=9"} // the sweep's set:, overridden by each variation
+	g := func(name string, sets []string, runs ...*runData) group {
+		return group{name: name, runs: runs, sets: append(append([]string{}, common...), sets...), listed: true}
+	}
+	groups := []group{
+		// sgd: 0.1 (mean 0.895 of two seeds) beats 0.05 and 0.2: inside.
+		g("sgd-0.05", []string{"optim.name=sgd", "optim.lr=0.05"}, run("sgd-0.05", "sgd", 8192, 1, 0.86, 0.88)),
+		g("sgd-0.1", []string{"optim.name=sgd", "optim.lr=0.1"}, run("sgd-0.1", "sgd", 8192, 1, 0.88, 0.89), run("sgd-0.1", "sgd", 8192, 2, 0.90, 0.90)),
+		g("sgd-0.2", []string{"optim.name=sgd", "optim.lr=0.2"}, run("sgd-0.2", "sgd", 8192, 1, 0.87, 0.885)),
+		// lars: the highest rate is best.
+		g("lars-2", []string{"optim.name=lars", "optim.lr=2"}, run("lars-2", "lars", 8192, 1, 0.90, 0.90)),
+		g("lars-10", []string{"optim.name=lars", "optim.lr=10"}, run("lars-10", "lars", 8192, 1, 0.91, 0.92)),
+		// lars with another setting: a grid of its own, the lowest rate best.
+		g("lars-3-adapt", []string{"optim.name=lars", "optim.lr=3", "optim.adapt_norm_bias=true"}, run("lars-3-adapt", "lars", 8192, 1, 0.92, 0.93)),
+		g("lars-30-adapt", []string{"optim.name=lars", "optim.lr=30", "optim.adapt_norm_bias=true"}, run("lars-30-adapt", "lars", 8192, 1, 0.80, 0.81)),
+		// lamb at 8192: 0.05 best, 0.15 failed above it: inside.
+		g("lamb-0.015", []string{"optim.name=lamb", "optim.lr=0.015"}, run("lamb-0.015", "lamb", 8192, 1, 0.91, 0.91)),
+		g("lamb-0.05", []string{"optim.name=lamb", "optim.lr=0.05"}, run("lamb-0.05", "lamb", 8192, 1, 0.92, 0.925)),
+		// lamb at 128: one rate, no grid.
+		g("lamb-b128", []string{"optim.name=lamb", "optim.lr=0.003"}, run("lamb-b128", "lamb", 128, 1, 0.9, 0.9)),
+	}
+	failed := []failedRun{{variation: "lamb-0.15", seed: 1, optimizer: "lamb", globalBatch: 8192,
+		sets: append(append([]string{}, common...), "optim.name=lamb", "optim.lr=0.15")}}
+	md := learningRateTable(groups, failed, []metric{accuracyMetric})
+	for _, want := range []string{
+		"| optimizer | global batch | settings | validation accuracy (%) by optim.lr | pick | test accuracy (%) of the pick | inside the grid |",
+		"| sgd | 8192 |  | 0.05: 88.00, 0.1: 89.50, 0.2: 88.50 | 0.1 (sgd-0.1) | 89.00 ± 1.41 | yes |",
+		"| lars | 8192 |  | 2: 90.00, 10: 92.00 | 10 (lars-10) | 91.00 | no: the highest rate is best |",
+		"| lars | 8192 | optim.adapt_norm_bias=true | 3: 93.00, 30: 81.00 | 3 (lars-3-adapt) | 92.00 | no: the lowest rate is best |",
+		"| lamb | 8192 |  | 0.015: 91.00, 0.05: 92.50, 0.15: failed | 0.05 (lamb-0.05) | 92.00 | yes |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("lacks\n%s\nin\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "| lamb | 128 |") || strings.Count(md, "\n| ") != 5 {
+		t.Errorf("a single rate is no grid; want the header and 4 grids:\n%s", md)
+	}
+	// Without validation figures, no pick: the test split never picks a rate.
+	for _, g := range groups {
+		for _, r := range g.runs {
+			r.sum.ValAccuracy, r.sum.ValLoss = nil, nil
+		}
+	}
+	if md := learningRateTable(groups, failed, []metric{accuracyMetric}); md != "" {
+		t.Errorf("a section without validation figures:\n%s", md)
+	}
+}
+
+// TestReportLearningRates: the report reads the grids' rates from sweep.yaml.
+func TestReportLearningRates(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "probe")
+	writeFile(t, filepath.Join(dir, "sweep.yaml"), `name: probe
+source: experiments/probe.yaml
+base: configs/lenet5-fashion.yaml
+set: [data.validation=5000]
+variations:
+  - name: lr-low
+    seeds: [1]
+    set: [optim.lr=0.01]
+  - name: lr-high
+    seeds: [1]
+    set: [optim.lr=0.1]
+  - name: lr-mid
+    seeds: [1]
+    set: [optim.lr=0.03]
+`)
+	for _, r := range []struct {
+		name      string
+		test, val float64
+	}{{"lr-low", 0.85, 0.86}, {"lr-high", 0.80, 0.81}, {"lr-mid", 0.88, 0.89}} {
+		s := classifierSummary("none", 1, r.test, 1, 1, 2)
+		s.ValAccuracy = ptr(r.val)
+		writeRun(t, dir, r.name, s)
+	}
+	res, err := Report(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "| sgd | 256 |  | 0.01: 86.00, 0.03: 89.00, 0.1: 81.00 | 0.03 (lr-mid) | 88.00 | yes |"; !strings.Contains(res.Table, want) {
+		t.Errorf("table.md lacks\n%s\n%s", want, res.Table)
+	}
+}
