@@ -20,6 +20,7 @@ type failedRun struct {
 	optimizer   string // from the run's config.yaml ("" if unreadable)
 	globalBatch int
 	sets        []string // sweep.yaml's settings of its variation
+	rate        float64  // optim.lr from the run's config.yaml (0 if unreadable)
 }
 
 // maxReason bounds the error text quoted in table.md.
@@ -50,7 +51,7 @@ func readFailure(dir, variation string, seed int64) (failedRun, bool) {
 	}
 	f := failedRun{variation: variation, seed: seed, reason: reason}
 	if c, err := configs.Load(filepath.Join(dir, "config.yaml"), nil); err == nil {
-		f.optimizer = c.Optim.Name
+		f.optimizer, f.rate = c.Optim.Name, c.Optim.LR
 		f.globalBatch = c.WorkerBatch() * c.Dist.Workers
 	}
 	return f, true

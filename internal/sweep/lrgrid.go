@@ -3,10 +3,12 @@ package sweep
 import (
 	"cmp"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/gradwire/gradwire/configs"
 	"github.com/gradwire/gradwire/internal/train"
 )
 
@@ -39,13 +41,18 @@ func setValues(sets []string) map[string]string {
 	return last
 }
 
-// variationRate is the optim.lr a variation's settings end with, and the
-// other settings as "key=value" in order of their keys.
-func variationRate(sets []string) (rate float64, ok bool, others []string) {
+// variationRate is a variation's learning rate: its runs' own (config.yaml,
+// runRate > 0), else the optim.lr its settings end with; and its other
+// settings as "key=value" in order of their keys. A variation that leaves the
+// rate to the base config has it only from config.yaml.
+func variationRate(sets []string, runRate float64) (rate float64, ok bool, others []string) {
 	last := setValues(sets)
 	if v, found := last["optim.lr"]; found {
 		r, err := strconv.ParseFloat(v, 64)
 		ok, rate = err == nil, r
+	}
+	if runRate > 0 {
+		ok, rate = true, runRate
 	}
 	for k, v := range last {
 		if k != "optim.lr" && k != "optim.name" {
@@ -54,6 +61,18 @@ func variationRate(sets []string) (rate float64, ok bool, others []string) {
 	}
 	slices.Sort(others)
 	return rate, ok, others
+}
+
+// configRate is optim.lr in the config.yaml of the run in dir, or 0.
+func configRate(dir string) float64 {
+	if dir == "" {
+		return 0
+	}
+	c, err := configs.Load(filepath.Join(dir, "config.yaml"), nil)
+	if err != nil {
+		return 0
+	}
+	return c.Optim.LR
 }
 
 // learningRateGrids finds the grids of groups (and of the failed runs) with
@@ -68,7 +87,7 @@ func learningRateGrids(groups []group, failed []failedRun) []lrGrid {
 	var members []member
 	for i := range groups {
 		g := &groups[i]
-		rate, ok, others := variationRate(g.sets)
+		rate, ok, others := variationRate(g.sets, configRate(g.runs[0].dir))
 		opt := field(*g, func(s *train.Summary) string { return s.Optimizer })
 		batch, err := strconv.Atoi(field(*g, func(s *train.Summary) string { return strconv.Itoa(s.GlobalBatch) }))
 		if !ok || err != nil || strings.Contains(opt, "/") {
@@ -77,7 +96,7 @@ func learningRateGrids(groups []group, failed []failedRun) []lrGrid {
 		members = append(members, member{opt, batch, others, lrPoint{rate: rate, group: g}})
 	}
 	for _, f := range failed {
-		rate, ok, others := variationRate(f.sets)
+		rate, ok, others := variationRate(f.sets, f.rate)
 		if !ok || f.optimizer == "" || slices.ContainsFunc(members, func(m member) bool {
 			return m.point.rate == rate && m.optimizer == f.optimizer && m.batch == f.globalBatch && slices.Equal(m.others, others)
 		}) {

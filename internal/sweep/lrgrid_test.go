@@ -66,7 +66,9 @@ func TestLearningRateGrids(t *testing.T) {
 	}
 }
 
-// TestReportLearningRates: the report reads the grids' rates from sweep.yaml.
+// TestReportLearningRates: the report reads the grids' rates from the runs'
+// config.yaml, so that a variation leaving the rate to the base config (lr-base)
+// joins its grid, and from sweep.yaml where a run has no config.yaml.
 func TestReportLearningRates(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "probe")
 	writeFile(t, filepath.Join(dir, "sweep.yaml"), `name: probe
@@ -83,20 +85,24 @@ variations:
   - name: lr-mid
     seeds: [1]
     set: [optim.lr=0.03]
+  - name: lr-base
+    seeds: [1]
+    set: []
 `)
 	for _, r := range []struct {
 		name      string
 		test, val float64
-	}{{"lr-low", 0.85, 0.86}, {"lr-high", 0.80, 0.81}, {"lr-mid", 0.88, 0.89}} {
+	}{{"lr-low", 0.85, 0.86}, {"lr-high", 0.80, 0.81}, {"lr-mid", 0.88, 0.89}, {"lr-base", 0.87, 0.875}} {
 		s := classifierSummary("none", 1, r.test, 1, 1, 2)
 		s.ValAccuracy = ptr(r.val)
 		writeRun(t, dir, r.name, s)
 	}
+	writeFile(t, filepath.Join(dir, "runs", "lr-base", "seed-1", "config.yaml"), "optim:\n  name: sgd\n  lr: 0.05\n")
 	res, err := Report(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "| sgd | 256 |  | 0.01: 86.00, 0.03: 89.00, 0.1: 81.00 | 0.03 (lr-mid) | 88.00 | yes |"; !strings.Contains(res.Table, want) {
+	if want := "| sgd | 256 |  | 0.01: 86.00, 0.03: 89.00, 0.05: 87.50, 0.1: 81.00 | 0.03 (lr-mid) | 88.00 | yes |"; !strings.Contains(res.Table, want) {
 		t.Errorf("table.md lacks\n%s\n%s", want, res.Table)
 	}
 }
