@@ -27,6 +27,10 @@ without training:
   train_loss.png               logged training loss per step
   sharpness_vs_gap.png         top Hessian eigenvalue against the generalization gap
                                (runs with measures.json)
+  validation_vs_lr.png         validation figure against optim.lr, a line per
+                               learning-rate grid (variations of one optimizer
+                               and batch differing in optim.lr alone; runs
+                               holding a validation split out)
   scaling_speedup_<B>gbps.png  time model's speed-up against workers, and
   scaling_link_bytes.png       busiest link's bytes against workers (sweeps
                                whose variations run at several worker counts)
@@ -40,7 +44,9 @@ is printed on stdout. When runs hold measures.json (gradwire measure), table.md
 ends with their measures and each measure's rank correlation with the
 generalization gap: Kendall's tau over the runs, the granulated psi for each
 hyper-parameter the sweep varies (sweep.yaml's set: keys whose value differs
-between runs) and Psi, their mean (Jiang et al. 2020).`,
+between runs) and Psi, their mean (Jiang et al. 2020). When the sweep has
+learning-rate grids and validation figures, table.md gives each grid's pick
+(best on validation), its test figure and whether it lies inside the grid.`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return errors.New("report needs one argument, the sweep's results folder DIR, e.g. gradwire report experiments/results/<name>")

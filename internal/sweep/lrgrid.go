@@ -3,6 +3,7 @@ package sweep
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/gradwire/gradwire/configs"
 	"github.com/gradwire/gradwire/internal/train"
+	"gonum.org/v1/plot/plotter"
 )
 
 // A learning-rate grid is the variations of one optimizer and global batch
@@ -188,4 +190,112 @@ func learningRateTable(groups []group, failed []failedRun, metrics []metric) str
 		"the pick is the rate best on validation, and its test figure is the one to report. " +
 		"A pick at the lowest or highest rate tried is not bracketed: a further rate beyond it is needed before the pick stands.\n")
 	return b.String()
+}
+
+// plotValidationVsRate draws each learning-rate grid's validation figure
+// against the rate (log scale), one line per grid, ± std over seeds: the
+// picture of a probe, where a curve still rising at its last rate shows an
+// unbracketed pick. Rates far from the best (a diverged or dead network) sit
+// at the axis edge and say so in the legend; failed rates are named there.
+// nil without grids or validation figures.
+func plotValidationVsRate(name string, groups []group, failed []failedRun) (*figure, error) {
+	val, hasVal := validationMetric(groups)
+	grids := learningRateGrids(groups, failed)
+	if !hasVal || len(grids) == 0 {
+		return nil, nil
+	}
+	acc := val.header == valAccuracyMetric.header
+	p := newPlot()
+	p.Title.Text = name + ": " + val.header + " against the learning rate"
+	p.X.Label.Text = "optim.lr (log scale)"
+	p.Y.Label.Text = val.header + ", mean ± std over seeds"
+	type curve struct {
+		label    string
+		xy       plotter.XYs
+		std      []float64
+		off      []string // rates off the axis, with their figures
+		failures []string
+	}
+	var curves []curve
+	var ys []float64
+	minX, maxX := math.Inf(1), math.Inf(-1)
+	for _, g := range grids {
+		c := curve{label: g.optimizer + " @ " + strconv.Itoa(g.batch)}
+		if g.settings != "" {
+			c.label += " (" + g.settings + ")"
+		}
+		for _, pt := range g.rates {
+			rate := strconv.FormatFloat(pt.rate, 'g', -1, 64)
+			minX, maxX = min(minX, math.Log10(pt.rate)), max(maxX, math.Log10(pt.rate))
+			if pt.failed {
+				c.failures = append(c.failures, rate)
+				continue
+			}
+			v := values(*pt.group, val.value)
+			if len(v) == 0 {
+				continue
+			}
+			c.xy = append(c.xy, plotter.XY{X: math.Log10(pt.rate), Y: mean(v)})
+			c.std = append(c.std, sampleStd(v))
+			ys = append(ys, mean(v))
+		}
+		curves = append(curves, c)
+	}
+	if len(ys) == 0 {
+		return nil, nil
+	}
+	limit, inside := bandLimit(ys, acc)
+	lo, hi := math.Inf(1), math.Inf(-1)
+	anyOff := false
+	for _, c := range curves {
+		for j, q := range c.xy {
+			if inside(q.Y) {
+				lo, hi = min(lo, q.Y-c.std[j]), max(hi, q.Y+c.std[j])
+			} else {
+				anyOff = true
+			}
+		}
+	}
+	setBand(p, lo, hi, limit, acc, anyOff)
+	edge := p.Y.Min + (p.Y.Max-p.Y.Min)*0.02
+	if !acc {
+		edge = p.Y.Max - (p.Y.Max-p.Y.Min)*0.02
+	}
+	leg := newLegend()
+	for i, c := range curves {
+		xy := make(plotter.XYs, len(c.xy))
+		copy(xy, c.xy)
+		for j, q := range c.xy {
+			if !inside(q.Y) {
+				xy[j].Y = edge
+				c.off = append(c.off, strconv.FormatFloat(math.Pow(10, q.X), 'g', 3, 64)+": "+fixed(q.Y, val.decimals))
+			}
+		}
+		label := c.label
+		if len(c.off) > 0 {
+			label += "; off the axis " + strings.Join(c.off, ", ")
+		}
+		if len(c.failures) > 0 {
+			label += "; failed at " + strings.Join(c.failures, ", ")
+		}
+		if len(xy) == 0 {
+			leg.Add(label)
+			continue
+		}
+		if err := addLinePoints(p, leg, i, label, xy); err != nil {
+			return nil, err
+		}
+		std := make([]float64, len(c.std))
+		for j := range std {
+			if inside(c.xy[j].Y) {
+				std[j] = c.std[j]
+			}
+		}
+		if err := addErrorBars(p, i, xy, std); err != nil {
+			return nil, err
+		}
+	}
+	p.X.Min, p.X.Max = minX-math.Log10(1.5), maxX+math.Log10(1.5)
+	p.X.Tick.Marker = log10Ticks{}
+	return render(p, leg)
 }

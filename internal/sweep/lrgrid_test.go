@@ -12,34 +12,7 @@ import (
 // as tried (so a best rate just below a failed one is bracketed), and
 // variations with other settings form grids of their own.
 func TestLearningRateGrids(t *testing.T) {
-	run := func(v, opt string, batch int, seed int64, test, val float64) *runData {
-		s := classifierSummary("none", seed, test, 1, 1, 2)
-		s.Optimizer, s.GlobalBatch, s.ValAccuracy = opt, batch, ptr(val)
-		return &runData{variation: v, seed: seed, sum: &s}
-	}
-	common := []string{"train.epochs=50", "optim.lr=9"} // the sweep's set:, overridden by each variation
-	g := func(name string, sets []string, runs ...*runData) group {
-		return group{name: name, runs: runs, sets: append(append([]string{}, common...), sets...), listed: true}
-	}
-	groups := []group{
-		// sgd: 0.1 (mean 0.895 of two seeds) beats 0.05 and 0.2: inside.
-		g("sgd-0.05", []string{"optim.name=sgd", "optim.lr=0.05"}, run("sgd-0.05", "sgd", 8192, 1, 0.86, 0.88)),
-		g("sgd-0.1", []string{"optim.name=sgd", "optim.lr=0.1"}, run("sgd-0.1", "sgd", 8192, 1, 0.88, 0.89), run("sgd-0.1", "sgd", 8192, 2, 0.90, 0.90)),
-		g("sgd-0.2", []string{"optim.name=sgd", "optim.lr=0.2"}, run("sgd-0.2", "sgd", 8192, 1, 0.87, 0.885)),
-		// lars: the highest rate is best.
-		g("lars-2", []string{"optim.name=lars", "optim.lr=2"}, run("lars-2", "lars", 8192, 1, 0.90, 0.90)),
-		g("lars-10", []string{"optim.name=lars", "optim.lr=10"}, run("lars-10", "lars", 8192, 1, 0.91, 0.92)),
-		// lars with another setting: a grid of its own, the lowest rate best.
-		g("lars-3-adapt", []string{"optim.name=lars", "optim.lr=3", "optim.adapt_norm_bias=true"}, run("lars-3-adapt", "lars", 8192, 1, 0.92, 0.93)),
-		g("lars-30-adapt", []string{"optim.name=lars", "optim.lr=30", "optim.adapt_norm_bias=true"}, run("lars-30-adapt", "lars", 8192, 1, 0.80, 0.81)),
-		// lamb at 8192: 0.05 best, 0.15 failed above it: inside.
-		g("lamb-0.015", []string{"optim.name=lamb", "optim.lr=0.015"}, run("lamb-0.015", "lamb", 8192, 1, 0.91, 0.91)),
-		g("lamb-0.05", []string{"optim.name=lamb", "optim.lr=0.05"}, run("lamb-0.05", "lamb", 8192, 1, 0.92, 0.925)),
-		// lamb at 128: one rate, no grid.
-		g("lamb-b128", []string{"optim.name=lamb", "optim.lr=0.003"}, run("lamb-b128", "lamb", 128, 1, 0.9, 0.9)),
-	}
-	failed := []failedRun{{variation: "lamb-0.15", seed: 1, optimizer: "lamb", globalBatch: 8192,
-		sets: append(append([]string{}, common...), "optim.name=lamb", "optim.lr=0.15")}}
+	groups, failed := probeGroups()
 	md := learningRateTable(groups, failed, []metric{accuracyMetric})
 	for _, want := range []string{
 		"| optimizer | global batch | settings | validation accuracy (%) by optim.lr | pick | test accuracy (%) of the pick | inside the grid |",
@@ -104,5 +77,71 @@ variations:
 	}
 	if want := "| sgd | 256 |  | 0.01: 86.00, 0.03: 89.00, 0.05: 87.50, 0.1: 81.00 | 0.03 (lr-mid) | 88.00 | yes |"; !strings.Contains(res.Table, want) {
 		t.Errorf("table.md lacks\n%s\n%s", want, res.Table)
+	}
+}
+
+// probeGroups are the grids of TestLearningRateGrids: sgd inside its grid,
+// lars at its highest rate, lars with another setting at its lowest, lamb
+// inside thanks to a failed rate above its best, lamb at 128 alone.
+func probeGroups() ([]group, []failedRun) {
+	run := func(v, opt string, batch int, seed int64, test, val float64) *runData {
+		s := classifierSummary("none", seed, test, 1, 1, 2)
+		s.Optimizer, s.GlobalBatch, s.ValAccuracy = opt, batch, ptr(val)
+		return &runData{variation: v, seed: seed, sum: &s}
+	}
+	common := []string{"train.epochs=50", "optim.lr=9"} // the sweep's set:, overridden by each variation
+	g := func(name string, sets []string, runs ...*runData) group {
+		return group{name: name, runs: runs, sets: append(append([]string{}, common...), sets...), listed: true}
+	}
+	groups := []group{
+		// sgd: 0.1 (mean 0.895 of two seeds) beats 0.05 and 0.2: inside.
+		g("sgd-0.05", []string{"optim.name=sgd", "optim.lr=0.05"}, run("sgd-0.05", "sgd", 8192, 1, 0.86, 0.88)),
+		g("sgd-0.1", []string{"optim.name=sgd", "optim.lr=0.1"}, run("sgd-0.1", "sgd", 8192, 1, 0.88, 0.89), run("sgd-0.1", "sgd", 8192, 2, 0.90, 0.90)),
+		g("sgd-0.2", []string{"optim.name=sgd", "optim.lr=0.2"}, run("sgd-0.2", "sgd", 8192, 1, 0.87, 0.885)),
+		// lars: the highest rate is best.
+		g("lars-2", []string{"optim.name=lars", "optim.lr=2"}, run("lars-2", "lars", 8192, 1, 0.90, 0.90)),
+		g("lars-10", []string{"optim.name=lars", "optim.lr=10"}, run("lars-10", "lars", 8192, 1, 0.91, 0.92)),
+		// lars with another setting: a grid of its own, the lowest rate best.
+		g("lars-3-adapt", []string{"optim.name=lars", "optim.lr=3", "optim.adapt_norm_bias=true"}, run("lars-3-adapt", "lars", 8192, 1, 0.92, 0.93)),
+		g("lars-30-adapt", []string{"optim.name=lars", "optim.lr=30", "optim.adapt_norm_bias=true"}, run("lars-30-adapt", "lars", 8192, 1, 0.80, 0.81)),
+		// lamb at 8192: 0.05 best, 0.15 failed above it: inside.
+		g("lamb-0.015", []string{"optim.name=lamb", "optim.lr=0.015"}, run("lamb-0.015", "lamb", 8192, 1, 0.91, 0.91)),
+		g("lamb-0.05", []string{"optim.name=lamb", "optim.lr=0.05"}, run("lamb-0.05", "lamb", 8192, 1, 0.92, 0.925)),
+		// lamb at 128: one rate, no grid.
+		g("lamb-b128", []string{"optim.name=lamb", "optim.lr=0.003"}, run("lamb-b128", "lamb", 128, 1, 0.9, 0.9)),
+	}
+	failed := []failedRun{{variation: "lamb-0.15", seed: 1, optimizer: "lamb", globalBatch: 8192,
+		sets: append(append([]string{}, common...), "optim.name=lamb", "optim.lr=0.15")}}
+	return groups, failed
+}
+
+// TestPlotValidationVsRate: one curve per grid, named with its settings; a
+// rate more than 20 points below the best (lars-100-adapt's 9.62% against
+// 93%) is drawn at the axis edge and named in the legend with its figure, a
+// failed rate named too; no plot without grids.
+func TestPlotValidationVsRate(t *testing.T) {
+	groups, failed := probeGroups()
+	groups = append(groups, group{name: "lars-100-adapt", listed: true, runs: []*runData{func() *runData {
+		s := classifierSummary("none", 1, 0.1, 1, 1, 2)
+		s.Optimizer, s.GlobalBatch, s.ValAccuracy = "lars", 8192, ptr(0.0962)
+		return &runData{variation: "lars-100-adapt", seed: 1, sum: &s}
+	}()}, sets: []string{"train.epochs=50", "optim.name=lars", "optim.lr=100", "optim.adapt_norm_bias=true"}})
+	fig, err := plotValidationVsRate("probe", groups, failed)
+	if err != nil || fig == nil {
+		t.Fatalf("no plot: %v", err)
+	}
+	svg := string(fig.svg)
+	for _, want := range []string{
+		"probe: validation accuracy (%) against the learning rate",
+		">sgd @ 8192<",
+		">lars @ 8192 (optim.adapt_norm_bias=true); off the axis 100: 9.62<",
+		">lamb @ 8192; failed at 0.15<",
+	} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("the plot lacks %q", want)
+		}
+	}
+	if fig, err := plotValidationVsRate("one", groups[:1], nil); err != nil || fig != nil {
+		t.Errorf("a plot without a grid: %v", err)
 	}
 }

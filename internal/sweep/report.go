@@ -29,6 +29,7 @@ const (
 	AccVsLinkPNG   = "accuracy_vs_link_bytes.png"
 	TrainLossPNG   = "train_loss.png"
 	SharpnessPNG   = "sharpness_vs_gap.png"
+	LRPNG          = "validation_vs_lr.png"
 	recordFile     = "sweep.yaml"
 	failedFile     = "failed.txt" // a failed run's error, written by the sweep
 	summaryFile    = "summary.json"
@@ -156,6 +157,7 @@ func Report(dir string, warn io.Writer) (*Result, error) {
 		{AccVsLinkPNG, plotMetricVsLinkBytes},
 		{TrainLossPNG, plotTrainLoss},
 		{SharpnessPNG, plotSharpnessVsGap},
+		{LRPNG, plotValidationVsRate},
 	} {
 		fig, err := p.make(name, groups, failed)
 		if err != nil {
