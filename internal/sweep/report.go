@@ -562,7 +562,7 @@ func table(name string, groups []group, missing []string, failed []failedRun) st
 		valNote = "Validation accuracy (or loss): the same after the last epoch, on the examples data.validation held out of the training set " +
 			"(blank for a run without one); best on validation: the variation with the best mean (and the best compressed one, when that is another), by which a recipe is picked without looking at the test figures. "
 	}
-	compressNote := "No variation compresses its gradients: no Δ dense or compression ratio columns. "
+	compressNote := "No finished run compresses its gradients: no Δ dense or compression ratio columns. "
 	if compressed {
 		compressNote = "Δ dense: difference of the means from the baseline, the first variation with compressor none and the same model, workers and global batch (blank when there is none, and for layer-parallel runs). " +
 			"Compression ratio: bytes of dense float32 gradients over bytes sent, over the whole run; steady: after the compressor's warm-up. "

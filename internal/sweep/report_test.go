@@ -218,7 +218,7 @@ func TestReportValidation(t *testing.T) {
 		"| lr-c | lenet5 | none | 8 | 256 | sgd | 1 | 90.00 | 89.75 | 1000 |",
 		"| lr-d | lenet5 | none | 8 | 256 | sgd | 1 | 95.00 |  | 1000 |",
 		"|\n\nbest on validation: lr-c (89.75%)\n",
-		"No variation compresses its gradients: no Δ dense or compression ratio columns.",
+		"No finished run compresses its gradients: no Δ dense or compression ratio columns.",
 	} {
 		if !strings.Contains(res.Table, want) {
 			t.Errorf("table.md lacks\n%s\n%s", want, res.Table)
