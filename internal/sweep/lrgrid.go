@@ -26,9 +26,8 @@ type lrGrid struct {
 }
 
 type lrPoint struct {
-	rate   float64
-	group  *group // nil for a rate whose runs all failed
-	failed bool
+	rate  float64
+	group *group // nil for a rate whose runs all failed
 }
 
 // setValues is the value each key of sweep.yaml's settings ends with (a
@@ -104,7 +103,7 @@ func learningRateGrids(groups []group, failed []failedRun) []lrGrid {
 		}) {
 			continue // unknown, or one seed failed where another finished
 		}
-		members = append(members, member{f.optimizer, f.globalBatch, others, lrPoint{rate: rate, failed: true}})
+		members = append(members, member{f.optimizer, f.globalBatch, others, lrPoint{rate: rate}})
 	}
 	// Settings every variation shares (the sweep's own set:) say nothing about a grid.
 	var common []string
@@ -157,7 +156,7 @@ func learningRateTable(groups []group, failed []failedRun, metrics []metric) str
 		var pickV float64
 		for i, p := range g.rates {
 			rate := strconv.FormatFloat(p.rate, 'g', -1, 64)
-			if p.failed {
+			if p.group == nil {
 				cells = append(cells, rate+": failed")
 				continue
 			}
@@ -213,7 +212,6 @@ func plotValidationVsRate(name string, groups []group, failed []failedRun) (*fig
 		label    string
 		xy       plotter.XYs
 		std      []float64
-		off      []string // rates off the axis, with their figures
 		failures []string
 	}
 	var curves []curve
@@ -227,7 +225,7 @@ func plotValidationVsRate(name string, groups []group, failed []failedRun) (*fig
 		for _, pt := range g.rates {
 			rate := strconv.FormatFloat(pt.rate, 'g', -1, 64)
 			minX, maxX = min(minX, math.Log10(pt.rate)), max(maxX, math.Log10(pt.rate))
-			if pt.failed {
+			if pt.group == nil {
 				c.failures = append(c.failures, rate)
 				continue
 			}
@@ -257,23 +255,20 @@ func plotValidationVsRate(name string, groups []group, failed []failedRun) (*fig
 		}
 	}
 	setBand(p, lo, hi, limit, acc, anyOff)
-	edge := p.Y.Min + (p.Y.Max-p.Y.Min)*0.02
-	if !acc {
-		edge = p.Y.Max - (p.Y.Max-p.Y.Min)*0.02
-	}
 	leg := newLegend()
 	for i, c := range curves {
 		xy := make(plotter.XYs, len(c.xy))
 		copy(xy, c.xy)
+		var off []string // rates off the axis, with their figures
 		for j, q := range c.xy {
 			if !inside(q.Y) {
-				xy[j].Y = edge
-				c.off = append(c.off, strconv.FormatFloat(math.Pow(10, q.X), 'g', 3, 64)+": "+fixed(q.Y, val.decimals))
+				xy[j].Y = axisEdge(p, acc)
+				off = append(off, strconv.FormatFloat(math.Pow(10, q.X), 'g', 3, 64)+": "+fixed(q.Y, val.decimals))
 			}
 		}
 		label := c.label
-		if len(c.off) > 0 {
-			label += "; off the axis " + strings.Join(c.off, ", ")
+		if len(off) > 0 {
+			label += "; off the axis " + strings.Join(off, ", ")
 		}
 		if len(c.failures) > 0 {
 			label += "; failed at " + strings.Join(c.failures, ", ")

@@ -236,6 +236,15 @@ func setBand(p *plot.Plot, lo, hi, limit float64, acc, off bool) {
 	p.Y.Min, p.Y.Max = lo-pad, hi+pad
 }
 
+// axisEdge is where a value off the band is drawn: just inside the metric
+// axis's bad end (the bottom for accuracy, the top for loss).
+func axisEdge(p *plot.Plot, acc bool) float64 {
+	if acc {
+		return p.Y.Min + (p.Y.Max-p.Y.Min)*0.02
+	}
+	return p.Y.Max - (p.Y.Max-p.Y.Min)*0.02
+}
+
 // addErrorBars draws ±std at each point where std > 0, in variation i's colour.
 func addErrorBars(p *plot.Plot, i int, xy plotter.XYs, std []float64) error {
 	var pts plotter.XYs
@@ -421,10 +430,7 @@ func plotMetricVs(name string, groups []group, failed []failedRun, what, xLabel,
 			at := q.pt
 			label := fmt.Sprintf("%s: %s @ %s%s", q.g.name, q.text, strconv.FormatFloat(q.xValue, 'g', 3, 64), unit)
 			if !inside(q.pt.Y) {
-				at.Y = p.Y.Min + (p.Y.Max-p.Y.Min)*0.02 // at the axis edge
-				if !acc {
-					at.Y = p.Y.Max - (p.Y.Max-p.Y.Min)*0.02
-				}
+				at.Y = axisEdge(p, acc)
 				label += " (off the axis)"
 			}
 			label += failedNote(q.g.name, &q.g, failed)
