@@ -128,8 +128,12 @@ func provenance(invs []Invocation, runWall float64) string {
 		if inv.Failed > 0 {
 			state += fmt.Sprintf(", %d failed", inv.Failed)
 		}
-		lines = append(lines, fmt.Sprintf("- %s: `%s` trained %d runs in %.0f s%s; %s (%s, blas %s) on %s.",
-			inv.Started, inv.Command, inv.Trained, inv.WallSeconds, state, inv.Version, inv.GoVersion, inv.BLAS, inv.Machine))
+		runs := "runs"
+		if inv.Trained == 1 {
+			runs = "run"
+		}
+		lines = append(lines, fmt.Sprintf("- %s: `%s` trained %d %s in %.0f s%s; %s (%s, blas %s) on %s.",
+			inv.Started, inv.Command, inv.Trained, runs, inv.WallSeconds, state, inv.Version, inv.GoVersion, inv.BLAS, inv.Machine))
 	}
 	if len(lines) == 0 {
 		return ""

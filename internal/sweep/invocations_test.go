@@ -49,7 +49,7 @@ func TestInvocationRecordedWhileRunning(t *testing.T) {
 	}
 	text := provenance(invs, 120)
 	for _, want := range []string{
-		"- 2026-01-01T00:00:00Z: `gradwire sweep --config a.yaml` trained 1 runs in 50 s; ",
+		"- 2026-01-01T00:00:00Z: `gradwire sweep --config a.yaml` trained 1 run in 50 s; ",
 		"- 2026-01-02T00:00:00Z: `gradwire sweep --config a.yaml` trained 2 runs in 70 s, as of its last finished run (it ended without completing its record: killed, or still running); ",
 		"Sweep run time, all invocations: 120 s",
 	} {

@@ -113,7 +113,7 @@ variations:
 		"| fp16 | lenet5 | fp16 | 8 | 256 | sgd | 1 | 91.25 | +0.25 | 2.00 | 2.00 | 500 | 3500 | 6.00 | 12.00 | 10 |",
 		"| single | lenet5 | none | 1 | 256 | sgd | 1 | 50.00 | baseline | 1.00 | 1.00 |  |  |  |  | 10 |",
 		"- 2026-01-02T03:04:05Z: `gradwire sweep --config experiments/paper.yaml` trained 5 runs in 100 s, interrupted; v1 (go1.26, blas gonum) on cpu, 2 logical CPUs.",
-		"- 2026-01-03T00:00:00Z: `gradwire sweep --config experiments/paper.yaml` trained 1 runs in 20 s, 1 failed; v2 (go1.26, blas gonum) on cpu, 2 logical CPUs.",
+		"- 2026-01-03T00:00:00Z: `gradwire sweep --config experiments/paper.yaml` trained 1 run in 20 s, 1 failed; v2 (go1.26, blas gonum) on cpu, 2 logical CPUs.",
 		"Sweep run time, all invocations: 123 s (0.0 h).",
 		"6 runs, 64 s of training",
 		"Not finished, left out: topk seed 3.",
