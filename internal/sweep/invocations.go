@@ -128,12 +128,8 @@ func provenance(invs []Invocation, runWall float64) string {
 		if inv.Failed > 0 {
 			state += fmt.Sprintf(", %d failed", inv.Failed)
 		}
-		runs := "runs"
-		if inv.Trained == 1 {
-			runs = "run"
-		}
-		lines = append(lines, fmt.Sprintf("- %s: `%s` trained %d %s in %.0f s%s; %s (%s, blas %s) on %s.",
-			inv.Started, inv.Command, inv.Trained, runs, inv.WallSeconds, state, inv.Version, inv.GoVersion, inv.BLAS, inv.Machine))
+		lines = append(lines, fmt.Sprintf("- %s: `%s` trained %s in %.0f s%s; %s (%s, blas %s) on %s.",
+			inv.Started, inv.Command, countRuns(inv.Trained), inv.WallSeconds, state, inv.Version, inv.GoVersion, inv.BLAS, inv.Machine))
 	}
 	if len(lines) == 0 {
 		return ""
@@ -144,4 +140,12 @@ func provenance(invs []Invocation, runWall float64) string {
 		fmt.Fprintf(&b, "The runs' own training time (%.0f s) exceeds that: some were trained by invocations that left no record here.\n", runWall)
 	}
 	return b.String()
+}
+
+// countRuns is "1 run" or "N runs".
+func countRuns(n int) string {
+	if n == 1 {
+		return "1 run"
+	}
+	return fmt.Sprintf("%d runs", n)
 }

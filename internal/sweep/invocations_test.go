@@ -114,3 +114,11 @@ func TestInvocationsConcurrentSweeps(t *testing.T) {
 		t.Fatalf("%d lines for %d sweeps (%d distinct): %+v", len(invs), sweeps, len(seen), invs)
 	}
 }
+
+func TestCountRuns(t *testing.T) {
+	for n, want := range map[int]string{0: "0 runs", 1: "1 run", 2: "2 runs", 11: "11 runs"} {
+		if got := countRuns(n); got != want {
+			t.Errorf("countRuns(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

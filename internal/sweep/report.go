@@ -578,7 +578,7 @@ func table(name string, groups []group, missing []string, failed []failedRun) st
 	b.WriteString(learningRateTable(groups, failed, metrics))
 	b.WriteString(measuresTable(groups))
 	b.WriteString(layerParallelTable(groups))
-	fmt.Fprintf(&b, "\n%d runs, %.0f s of training in total (sum of wall_seconds). Rebuilt from the runs' summary.json by `gradwire report`.\n", runs, wall)
+	fmt.Fprintf(&b, "\n%s, %.0f s of training in total (sum of wall_seconds). Rebuilt from the runs' summary.json by `gradwire report`.\n", countRuns(runs), wall)
 	if len(failed) > 0 {
 		b.WriteString("\nFailed, left out:\n\n")
 		for _, f := range failed {
