@@ -203,7 +203,7 @@ func plotValidationVsRate(name string, groups []group, failed []failedRun) (*fig
 	if !hasVal || len(grids) == 0 {
 		return nil, nil
 	}
-	acc := val.header == valAccuracyMetric.header
+	acc := val.better(1, 0) // higher is better: the band and the edge are an accuracy's
 	p := newPlot()
 	p.Title.Text = name + ": " + val.header + " against the learning rate"
 	p.X.Label.Text = "optim.lr (log scale)"
@@ -211,6 +211,7 @@ func plotValidationVsRate(name string, groups []group, failed []failedRun) (*fig
 	type curve struct {
 		label    string
 		xy       plotter.XYs
+		rates    []string // each point's rate as the table writes it
 		std      []float64
 		failures []string
 	}
@@ -234,6 +235,7 @@ func plotValidationVsRate(name string, groups []group, failed []failedRun) (*fig
 				continue
 			}
 			c.xy = append(c.xy, plotter.XY{X: math.Log10(pt.rate), Y: mean(v)})
+			c.rates = append(c.rates, rate)
 			c.std = append(c.std, sampleStd(v))
 			ys = append(ys, mean(v))
 		}
@@ -263,7 +265,7 @@ func plotValidationVsRate(name string, groups []group, failed []failedRun) (*fig
 		for j, q := range c.xy {
 			if !inside(q.Y) {
 				xy[j].Y = axisEdge(p, acc)
-				off = append(off, strconv.FormatFloat(math.Pow(10, q.X), 'g', 3, 64)+": "+fixed(q.Y, val.decimals))
+				off = append(off, c.rates[j]+": "+fixed(q.Y, val.decimals))
 			}
 		}
 		label := c.label
