@@ -41,7 +41,9 @@ Every run's config is checked before the first run starts. Run k of variation V
 goes to <results>/<name>/runs/V/seed-k/ (a normal run directory plus train.log):
 a run with summary.json is skipped, a run with a checkpoint and no summary
 resumes from it, the others start afresh. One progress line per run goes to
-stderr. Ctrl-C stops after the last completed epoch; rerunning continues.
+stderr. Ctrl-C stops the current run with a checkpoint at the step it reached
+(at its last epoch's end for a pipelined run, dist.pipeline 2); rerunning
+continues from there.
 Afterwards the sweep's report is rebuilt (see gradwire report) and table.md is
 printed on stdout.
 

@@ -37,10 +37,10 @@ type Options struct {
 
 // state is what a run's directory already holds.
 type state struct {
-	done   bool    // summary.json exists: nothing to do
-	resume bool    // a checkpoint but no summary: continue from it
-	epochs int     // epochs completed at the last checkpoint (resume)
-	wall   float64 // a done run's training time (summary.json's wall_seconds)
+	done   bool                     // summary.json exists: nothing to do
+	resume bool                     // a checkpoint but no summary: continue from it
+	at     train.CheckpointPosition // where the last checkpoint stands (resume)
+	wall   float64                  // a done run's training time (summary.json's wall_seconds)
 	// unselected: not done and left out by Options.Only, so neither trained
 	// nor counted in the time estimate.
 	unselected bool
@@ -51,13 +51,22 @@ func (st state) String() string {
 	case st.done:
 		return "done"
 	case st.unselected && st.resume:
-		return fmt.Sprintf("not selected, at epoch %d", st.epochs)
+		return "not selected, at " + positionText(st.at)
 	case st.unselected:
 		return "not selected"
 	case st.resume:
-		return fmt.Sprintf("resume from epoch %d", st.epochs)
+		return "resume from " + positionText(st.at)
 	}
 	return "new"
+}
+
+// positionText is a checkpoint's position as the progress lines give it:
+// "epoch 4", or "epoch 0 and 417 steps" for one an interrupt wrote mid-epoch.
+func positionText(at train.CheckpointPosition) string {
+	if at.StepInEpoch == 0 {
+		return fmt.Sprintf("epoch %d", at.Epochs)
+	}
+	return fmt.Sprintf("epoch %d and %d steps", at.Epochs, at.StepInEpoch)
 }
 
 // inspect reports the run's state and checks that a run already in dir was
@@ -84,7 +93,7 @@ func inspect(r Run, dir string) (state, error) {
 		}
 		return st, nil
 	}
-	if st.epochs, st.resume, err = train.CheckpointEpochs(dir); err != nil {
+	if st.at, st.resume, err = train.CheckpointEpochs(dir); err != nil {
 		return st, fmt.Errorf("run %s seed %d: %w", r.Variation, r.Seed, err)
 	}
 	return st, nil
@@ -146,7 +155,7 @@ func flatConfig(c configs.Config) map[string]string {
 // others start afresh. A run that fails does not stop the others; Execute then
 // returns *FailedRuns. Every run directory is checked before the first run
 // starts. Each run's log goes to train.log in its directory. When ctx is
-// cancelled the current run stops (its last completed epoch is checkpointed) and
+// cancelled the current run stops (checkpointed where it stopped) and
 // Execute returns an error saying how to continue.
 func Execute(ctx context.Context, s *Sweep, opts Options) error {
 	dir := s.Dir(opts.Results)
@@ -235,7 +244,7 @@ func execute(ctx context.Context, s *Sweep, opts Options, dir string, states []s
 			fmt.Fprintf(progress, "%s: skipped (not selected by --only)\n", tag)
 			continue
 		case st.resume:
-			fmt.Fprintf(progress, "%s: resumed from epoch %d\n", tag, st.epochs)
+			fmt.Fprintf(progress, "%s: resumed from %s\n", tag, positionText(st.at))
 		default:
 			fmt.Fprintf(progress, "%s: running\n", tag)
 		}
@@ -252,7 +261,7 @@ func execute(ctx context.Context, s *Sweep, opts Options, dir string, states []s
 		}
 		if errors.Is(err, context.Canceled) {
 			inv.Interrupted = true
-			return fmt.Errorf("interrupted during %s seed %d (kept up to its last completed epoch); rerun gradwire sweep --config %s to continue", r.Variation, r.Seed, s.Path)
+			return fmt.Errorf("interrupted during %s seed %d (checkpointed where it stopped); rerun gradwire sweep --config %s to continue", r.Variation, r.Seed, s.Path)
 		}
 		if err != nil {
 			// A diverged run is a result too: note it and go on with the others.
@@ -323,7 +332,7 @@ func (e *eta) left(runs []Run, states []state, from int) (float64, bool) {
 		}
 		t := mean(times)
 		if epochs := runs[i].Config.Train.Epochs; st.resume && epochs > 0 {
-			t *= float64(max(epochs-st.epochs, 0)) / float64(epochs)
+			t *= float64(max(epochs-st.at.Epochs, 0)) / float64(epochs)
 		}
 		total += t
 		any = true

@@ -515,6 +515,27 @@ func TestFailedRunsMessage(t *testing.T) {
 	}
 }
 
+// TestPositionText: an epoch's end reads "epoch 4", an interrupt's mid-epoch
+// checkpoint names its steps too (the progress line once said "epoch 0" for a
+// run stopped 417 steps into its first epoch).
+func TestPositionText(t *testing.T) {
+	for _, c := range []struct {
+		at   train.CheckpointPosition
+		want string
+	}{
+		{train.CheckpointPosition{Epochs: 4}, "epoch 4"},
+		{train.CheckpointPosition{Epochs: 0, StepInEpoch: 417}, "epoch 0 and 417 steps"},
+	} {
+		if got := positionText(c.at); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.at, got, c.want)
+		}
+	}
+	st := state{resume: true, at: train.CheckpointPosition{Epochs: 2, StepInEpoch: 5}}
+	if got := st.String(); got != "resume from epoch 2 and 5 steps" {
+		t.Errorf("dry-run state %q", got)
+	}
+}
+
 // TestETA: a run is expected to take its variation's mean time (dense: 10 and
 // 20 s -> 15), else the mean of every finished run ((10 + 20 + 40) / 3 =
 // 23.3 s for lstm), and a resumed run the share of its epochs left (topk,
@@ -526,7 +547,7 @@ func TestETA(t *testing.T) {
 		return r
 	}
 	runs := []Run{run("dense", 4), run("dense", 4), run("topk", 4), run("lstm", 4)}
-	states := []state{{done: true, wall: 10}, {}, {resume: true, epochs: 1}, {}}
+	states := []state{{done: true, wall: 10}, {}, {resume: true, at: train.CheckpointPosition{Epochs: 1}}, {}}
 	e := newETA(runs, states)
 	if _, ok := e.left(runs, states, 0); !ok {
 		t.Fatal("no estimate from a finished run")

@@ -110,28 +110,34 @@ func checkLegacy(dir string) error {
 		legacy[len(legacy)-1], gobFormat, checkpointFormat)
 }
 
+// CheckpointPosition is where a run's newest usable checkpoint stands.
+type CheckpointPosition struct {
+	Epochs      int // epochs completed
+	StepInEpoch int // steps taken into the next epoch (an interrupt's mid-epoch checkpoint), else 0
+}
+
 // CheckpointEpochs reports whether a run directory holds a checkpoint a resume
-// can start from and how many epochs its newest one completed, without
-// building the model: it verifies each file's CRC and position fields, newest
-// first, passing over damaged files as a resume does.
-func CheckpointEpochs(dir string) (epochs int, ok bool, err error) {
+// can start from and where its newest one stands, without building the model:
+// it verifies each file's CRC and position fields, newest first, passing over
+// damaged files as a resume does.
+func CheckpointEpochs(dir string) (pos CheckpointPosition, ok bool, err error) {
 	files, err := listCheckpoints(dir)
 	if err != nil {
-		return 0, false, err
+		return pos, false, err
 	}
 	if len(files) == 0 {
-		return 0, false, checkLegacy(dir)
+		return pos, false, checkLegacy(dir)
 	}
 	for _, f := range files {
 		meta, kind, err := scanCheckpoint(f.path)
 		switch kind {
 		case scanGood:
-			return meta.Epoch, true, nil
+			return CheckpointPosition{Epochs: meta.Epoch, StepInEpoch: meta.StepInEpoch}, true, nil
 		case scanUnreadable:
-			return 0, false, err
+			return pos, false, err
 		}
 	}
-	return 0, false, nil
+	return pos, false, nil
 }
 
 // removeStaleTemps removes the temporary files that a process killed while

@@ -263,8 +263,8 @@ func TestPruneKeepsNewestValid(t *testing.T) {
 
 func TestCheckpointEpochs(t *testing.T) {
 	dir := t.TempDir()
-	if epochs, ok, err := CheckpointEpochs(dir); epochs != 0 || ok || err != nil {
-		t.Fatalf("empty directory: %d, %v, %v", epochs, ok, err)
+	if pos, ok, err := CheckpointEpochs(dir); pos != (CheckpointPosition{}) || ok || err != nil {
+		t.Fatalf("empty directory: %+v, %v, %v", pos, ok, err)
 	}
 	losses := []float64{3, 2, 1}
 	writeCkpt(t, dir, epochEnd(1, losses))
@@ -273,8 +273,8 @@ func TestCheckpointEpochs(t *testing.T) {
 	mid.GlobalStep, mid.StepInEpoch = 24, 4
 	writeCkpt(t, dir, mid)
 	os.WriteFile(checkpointPath(dir, 30), []byte("GWCKPT02 cut"), 0o644)
-	if epochs, ok, err := CheckpointEpochs(dir); epochs != 2 || !ok || err != nil {
-		t.Fatalf("got %d, %v, %v; expected 2 epochs from the mid-epoch checkpoint at step 24", epochs, ok, err)
+	if pos, ok, err := CheckpointEpochs(dir); pos != (CheckpointPosition{Epochs: 2, StepInEpoch: 4}) || !ok || err != nil {
+		t.Fatalf("got %+v, %v, %v; expected 2 epochs and 4 steps from the mid-epoch checkpoint at step 24", pos, ok, err)
 	}
 	legacy := t.TempDir()
 	os.MkdirAll(filepath.Join(legacy, checkpointDir), 0o755)
