@@ -191,6 +191,9 @@ func TestLog10TicksLabels(t *testing.T) {
 		{2.06, 11.1, []string{"3", "4", "5", "6", "7", "8", "9", "10"}},
 		{1.5, 300, []string{"2", "5", "10", "20", "50", "100", "200"}},
 		{0.5, 5000, []string{"1", "10", "100", "1000"}},
+		// Below 1, labels are the decimals (once "0.30000000000000004").
+		{0.2, 1.1, []string{"0.2", "0.3", "0.4", "0.5", "0.6", "0.7", "0.8", "0.9", "1"}},
+		{0.0011, 0.12, []string{"0.002", "0.005", "0.01", "0.02", "0.05", "0.1"}},
 	} {
 		if got := labels(c.lo, c.hi); !slices.Equal(got, c.want) {
 			t.Errorf("%g to %g: labels %v, want %v", c.lo, c.hi, got, c.want)

@@ -572,7 +572,13 @@ func (log10Ticks) Ticks(lo, hi float64) []plot.Tick {
 	var ticks []plot.Tick
 	for e := math.Floor(lo); e <= math.Ceil(hi); e++ {
 		for m := 1.0; m < 10; m++ {
+			// Below 1, m / 10^-e: dividing by the exact power of ten rounds
+			// to the decimal's nearest float (0.3), where m x 10^e does not
+			// (3 x 0.1 = 0.30000000000000004, printed as such).
 			v := m * math.Pow(10, e)
+			if e < 0 {
+				v = m / math.Pow(10, -e)
+			}
 			t := plot.Tick{Value: math.Log10(v)}
 			if t.Value < lo || t.Value > hi {
 				continue
