@@ -93,7 +93,7 @@ func inspect(r Run, dir string) (state, error) {
 		}
 		return st, nil
 	}
-	if st.at, st.resume, err = train.CheckpointEpochs(dir); err != nil {
+	if st.at, st.resume, err = train.NewestCheckpoint(dir); err != nil {
 		return st, fmt.Errorf("run %s seed %d: %w", r.Variation, r.Seed, err)
 	}
 	return st, nil

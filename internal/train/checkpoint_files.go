@@ -116,11 +116,11 @@ type CheckpointPosition struct {
 	StepInEpoch int // steps taken into the next epoch (an interrupt's mid-epoch checkpoint), else 0
 }
 
-// CheckpointEpochs reports whether a run directory holds a checkpoint a resume
+// NewestCheckpoint reports whether a run directory holds a checkpoint a resume
 // can start from and where its newest one stands, without building the model:
 // it verifies each file's CRC and position fields, newest first, passing over
 // damaged files as a resume does.
-func CheckpointEpochs(dir string) (pos CheckpointPosition, ok bool, err error) {
+func NewestCheckpoint(dir string) (pos CheckpointPosition, ok bool, err error) {
 	files, err := listCheckpoints(dir)
 	if err != nil {
 		return pos, false, err

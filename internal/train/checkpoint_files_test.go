@@ -261,9 +261,9 @@ func TestPruneKeepsNewestValid(t *testing.T) {
 	}
 }
 
-func TestCheckpointEpochs(t *testing.T) {
+func TestNewestCheckpoint(t *testing.T) {
 	dir := t.TempDir()
-	if pos, ok, err := CheckpointEpochs(dir); pos != (CheckpointPosition{}) || ok || err != nil {
+	if pos, ok, err := NewestCheckpoint(dir); pos != (CheckpointPosition{}) || ok || err != nil {
 		t.Fatalf("empty directory: %+v, %v, %v", pos, ok, err)
 	}
 	losses := []float64{3, 2, 1}
@@ -273,13 +273,13 @@ func TestCheckpointEpochs(t *testing.T) {
 	mid.GlobalStep, mid.StepInEpoch = 24, 4
 	writeCkpt(t, dir, mid)
 	os.WriteFile(checkpointPath(dir, 30), []byte("GWCKPT02 cut"), 0o644)
-	if pos, ok, err := CheckpointEpochs(dir); pos != (CheckpointPosition{Epochs: 2, StepInEpoch: 4}) || !ok || err != nil {
+	if pos, ok, err := NewestCheckpoint(dir); pos != (CheckpointPosition{Epochs: 2, StepInEpoch: 4}) || !ok || err != nil {
 		t.Fatalf("got %+v, %v, %v; expected 2 epochs and 4 steps from the mid-epoch checkpoint at step 24", pos, ok, err)
 	}
 	legacy := t.TempDir()
 	os.MkdirAll(filepath.Join(legacy, checkpointDir), 0o755)
 	os.WriteFile(filepath.Join(legacy, checkpointDir, "epoch-0002.ckpt"), nil, 0o644)
-	if _, ok, err := CheckpointEpochs(legacy); ok || err == nil || !strings.Contains(err.Error(), "older version") {
+	if _, ok, err := NewestCheckpoint(legacy); ok || err == nil || !strings.Contains(err.Error(), "older version") {
 		t.Fatalf("format 1 directory: %v, %v", ok, err)
 	}
 }
