@@ -292,7 +292,8 @@ func execute(ctx context.Context, s *Sweep, opts Options, dir string, states []s
 // eta estimates a sweep's remaining time from its finished runs: a run is
 // expected to take its variation's mean time, or the mean over every
 // finished run while its variation has none, and a resumed run the share of
-// its epochs still to train.
+// its epochs still to train (a mid-epoch checkpoint's steps counted once the
+// run's steps per epoch are known).
 type eta struct {
 	byVariation map[string][]float64
 	all         []float64
@@ -332,7 +333,11 @@ func (e *eta) left(runs []Run, states []state, from int) (float64, bool) {
 		}
 		t := mean(times)
 		if epochs := runs[i].Config.Train.Epochs; st.resume && epochs > 0 {
-			t *= float64(max(epochs-st.at.Epochs, 0)) / float64(epochs)
+			done := float64(st.at.Epochs)
+			if st.at.StepsPerEpoch > 0 {
+				done += float64(st.at.StepInEpoch) / float64(st.at.StepsPerEpoch)
+			}
+			t *= max(float64(epochs)-done, 0) / float64(epochs)
 		}
 		total += t
 		any = true

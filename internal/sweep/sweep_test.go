@@ -539,7 +539,8 @@ func TestPositionText(t *testing.T) {
 // TestETA: a run is expected to take its variation's mean time (dense: 10 and
 // 20 s -> 15), else the mean of every finished run ((10 + 20 + 40) / 3 =
 // 23.3 s for lstm), and a resumed run the share of its epochs left (topk,
-// 1 of 4 epochs done: 40 x 3/4 = 30 s). Left after run 0: 15 + 30 + 23.3.
+// 1 epoch and 2 of its 4 steps done: 40 x 2.5/4 = 25 s). Left after run 0:
+// 15 + 25 + 23.3.
 func TestETA(t *testing.T) {
 	run := func(v string, epochs int) Run {
 		var r Run
@@ -547,7 +548,7 @@ func TestETA(t *testing.T) {
 		return r
 	}
 	runs := []Run{run("dense", 4), run("dense", 4), run("topk", 4), run("lstm", 4)}
-	states := []state{{done: true, wall: 10}, {}, {resume: true, at: train.CheckpointPosition{Epochs: 1}}, {}}
+	states := []state{{done: true, wall: 10}, {}, {resume: true, at: train.CheckpointPosition{Epochs: 1, StepInEpoch: 2, StepsPerEpoch: 4}}, {}}
 	e := newETA(runs, states)
 	if _, ok := e.left(runs, states, 0); !ok {
 		t.Fatal("no estimate from a finished run")
@@ -555,7 +556,7 @@ func TestETA(t *testing.T) {
 	e.add("dense", 20)
 	e.add("topk", 40)
 	got, ok := e.left(runs, states, 1)
-	if want := 15 + 30 + 70.0/3; !ok || math.Abs(got-want) > 1e-9 {
+	if want := 15 + 25 + 70.0/3; !ok || math.Abs(got-want) > 1e-9 {
 		t.Fatalf("time left %v (%v), want %v", got, ok, want)
 	}
 	if _, ok := e.left(runs, states, 4); ok {

@@ -114,6 +114,9 @@ func checkLegacy(dir string) error {
 type CheckpointPosition struct {
 	Epochs      int // epochs completed
 	StepInEpoch int // steps taken into the next epoch (an interrupt's mid-epoch checkpoint), else 0
+	// StepsPerEpoch is the run's, from the checkpoint's step count once an
+	// epoch has finished; 0 (unknown) before that.
+	StepsPerEpoch int
 }
 
 // NewestCheckpoint reports whether a run directory holds a checkpoint a resume
@@ -132,7 +135,11 @@ func NewestCheckpoint(dir string) (pos CheckpointPosition, ok bool, err error) {
 		meta, kind, err := scanCheckpoint(f.path)
 		switch kind {
 		case scanGood:
-			return CheckpointPosition{Epochs: meta.Epoch, StepInEpoch: meta.StepInEpoch}, true, nil
+			pos = CheckpointPosition{Epochs: meta.Epoch, StepInEpoch: meta.StepInEpoch}
+			if meta.Epoch > 0 {
+				pos.StepsPerEpoch = (meta.GlobalStep - meta.StepInEpoch) / meta.Epoch
+			}
+			return pos, true, nil
 		case scanUnreadable:
 			return pos, false, err
 		}

@@ -273,8 +273,8 @@ func TestNewestCheckpoint(t *testing.T) {
 	mid.GlobalStep, mid.StepInEpoch = 24, 4
 	writeCkpt(t, dir, mid)
 	os.WriteFile(checkpointPath(dir, 30), []byte("GWCKPT02 cut"), 0o644)
-	if pos, ok, err := NewestCheckpoint(dir); pos != (CheckpointPosition{Epochs: 2, StepInEpoch: 4}) || !ok || err != nil {
-		t.Fatalf("got %+v, %v, %v; expected 2 epochs and 4 steps from the mid-epoch checkpoint at step 24", pos, ok, err)
+	if pos, ok, err := NewestCheckpoint(dir); pos != (CheckpointPosition{Epochs: 2, StepInEpoch: 4, StepsPerEpoch: 10}) || !ok || err != nil {
+		t.Fatalf("got %+v, %v, %v; expected 2 epochs and 4 steps (of 10 an epoch) from the mid-epoch checkpoint at step 24", pos, ok, err)
 	}
 	legacy := t.TempDir()
 	os.MkdirAll(filepath.Join(legacy, checkpointDir), 0o755)
