@@ -115,7 +115,8 @@ type CheckpointPosition struct {
 	Epochs      int // epochs completed
 	StepInEpoch int // steps taken into the next epoch (an interrupt's mid-epoch checkpoint), else 0
 	// StepsPerEpoch is the run's, from the checkpoint's step count once an
-	// epoch has finished; 0 (unknown) before that.
+	// epoch has finished; 0 (unknown) before that, or when the position
+	// fields do not fit one count.
 	StepsPerEpoch int
 }
 
@@ -136,8 +137,11 @@ func NewestCheckpoint(dir string) (pos CheckpointPosition, ok bool, err error) {
 		switch kind {
 		case scanGood:
 			pos = CheckpointPosition{Epochs: meta.Epoch, StepInEpoch: meta.StepInEpoch}
-			if meta.Epoch > 0 {
-				pos.StepsPerEpoch = (meta.GlobalStep - meta.StepInEpoch) / meta.Epoch
+			// Only a count the position fields agree on (as a resume checks
+			// them against the run's own): a hostile file gets no estimate.
+			if spe := (meta.GlobalStep - meta.StepInEpoch) / max(meta.Epoch, 1); meta.Epoch > 0 &&
+				spe > meta.StepInEpoch && spe*meta.Epoch+meta.StepInEpoch == meta.GlobalStep {
+				pos.StepsPerEpoch = spe
 			}
 			return pos, true, nil
 		case scanUnreadable:

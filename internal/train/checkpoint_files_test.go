@@ -276,6 +276,15 @@ func TestNewestCheckpoint(t *testing.T) {
 	if pos, ok, err := NewestCheckpoint(dir); pos != (CheckpointPosition{Epochs: 2, StepInEpoch: 4, StepsPerEpoch: 10}) || !ok || err != nil {
 		t.Fatalf("got %+v, %v, %v; expected 2 epochs and 4 steps (of 10 an epoch) from the mid-epoch checkpoint at step 24", pos, ok, err)
 	}
+	// Fields no run could write (90 steps into an epoch of (100-90)/2 = 5):
+	// the position stands, the count is unknown.
+	odd := t.TempDir()
+	bad := epochEnd(2, losses)
+	bad.GlobalStep, bad.StepInEpoch = 100, 90
+	writeCkpt(t, odd, bad)
+	if pos, ok, err := NewestCheckpoint(odd); pos != (CheckpointPosition{Epochs: 2, StepInEpoch: 90}) || !ok || err != nil {
+		t.Fatalf("inconsistent step fields: %+v, %v, %v; expected no steps per epoch", pos, ok, err)
+	}
 	legacy := t.TempDir()
 	os.MkdirAll(filepath.Join(legacy, checkpointDir), 0o755)
 	os.WriteFile(filepath.Join(legacy, checkpointDir, "epoch-0002.ckpt"), nil, 0o644)
