@@ -97,6 +97,12 @@ func Report(dir string, warn io.Writer) (*Result, error) {
 	if rec != nil && rec.Name != "" {
 		name = rec.Name
 	}
+	if rec != nil {
+		if drift := recordDrift(rec); drift != "" {
+			fmt.Fprintf(warn, "report: %s has changed since %s was written (%s); this report follows %s, the last sweep's copy, until the next gradwire sweep --config %s rewrites it\n",
+				rec.Source, filepath.Join(dir, recordFile), drift, recordFile, rec.Source)
+		}
+	}
 	groups, missing, failed, err := collect(dir, rec, warn)
 	if err != nil {
 		return nil, err
@@ -736,4 +742,49 @@ func ratioDecimals(v []float64) int {
 		return 1
 	}
 	return 2
+}
+
+// recordDrift compares sweep.yaml with the sweep file it was written from, when
+// that file still loads from the working directory, and describes how they
+// differ ("" when they agree or the file cannot be read). The report follows
+// sweep.yaml, so a variation added to the file since the sweep last ran would
+// otherwise go unmentioned: neither reported nor listed as not finished.
+func recordDrift(rec *Record) string {
+	if rec.Source == "" {
+		return ""
+	}
+	s, err := Load(filepath.FromSlash(rec.Source))
+	if err != nil {
+		return ""
+	}
+	now := s.Record()
+	var parts []string
+	if now.Base != rec.Base || !slices.Equal(now.Set, rec.Set) {
+		parts = append(parts, "its base or set: differ")
+	}
+	old := map[string]RecordVariation{}
+	for _, v := range rec.Variations {
+		old[v.Name] = v
+	}
+	var added, changed []string
+	for _, v := range now.Variations {
+		o, ok := old[v.Name]
+		switch {
+		case !ok:
+			added = append(added, v.Name)
+		case !slices.Equal(o.Seeds, v.Seeds) || !slices.Equal(o.Set, v.Set):
+			changed = append(changed, v.Name)
+		}
+		delete(old, v.Name)
+	}
+	removed := slices.Sorted(maps.Keys(old))
+	for _, l := range []struct {
+		what  string
+		names []string
+	}{{"variations added", added}, {"removed", removed}, {"changed", changed}} {
+		if len(l.names) > 0 {
+			parts = append(parts, l.what+": "+strings.Join(l.names, ", "))
+		}
+	}
+	return strings.Join(parts, "; ")
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -429,5 +430,48 @@ func TestLayerParallelHasNoDenseBaseline(t *testing.T) {
 		if !strings.Contains(res.Table, want) {
 			t.Errorf("table.md lacks\n%s\n%s", want, res.Table)
 		}
+	}
+}
+
+// TestReportNamesAChangedSweepFile: when the sweep file has gained, lost or
+// changed variations since sweep.yaml was written, the report says which, and
+// says nothing when the two agree.
+func TestReportNamesAChangedSweepFile(t *testing.T) {
+	path := tinySweep(t, "")
+	s, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "tiny")
+	writeRun(t, dir, "dense", classifierSummary("none", 1, 0.9, 1, 1, 1))
+	report := func(rec Record) string {
+		t.Helper()
+		b, err := marshalYAML(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(dir, recordFile), string(b))
+		var warn strings.Builder
+		if _, err := Report(dir, &warn); err != nil {
+			t.Fatal(err)
+		}
+		return warn.String()
+	}
+	if w := report(s.Record()); strings.Contains(w, "has changed") {
+		t.Errorf("warned of a change with sweep.yaml equal to the file: %q", w)
+	}
+	// The last sweep knew dense at another rate and a variation since
+	// removed, and not topk.
+	old := s.Record()
+	old.Variations = []RecordVariation{old.Variations[0], {Name: "gone", Seeds: []int64{1}, Set: []string{}}}
+	old.Variations[0].Set = append(slices.Clone(old.Variations[0].Set), "optim.lr=0.5")
+	want := "report: " + s.Record().Source + " has changed since " + filepath.Join(dir, recordFile) + " was written (variations added: topk; removed: gone; changed: dense)"
+	if w := report(old); !strings.Contains(w, want) {
+		t.Errorf("warnings %q lack %q", w, want)
+	}
+	old = s.Record()
+	old.Set = nil
+	if w := report(old); !strings.Contains(w, "(its base or set: differ)") {
+		t.Errorf("warnings %q do not name the changed set:", w)
 	}
 }
