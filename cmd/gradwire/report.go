@@ -40,7 +40,8 @@ not apply to the sweep is not written (an older one is removed).
 
 Rows follow the variation order of DIR/sweep.yaml (written by gradwire sweep),
 then the seed; when the sweep file it was written from (its source:) has
-gained, lost or changed variations since, a warning on stderr names them.
+gained, lost or changed variations since, a warning on stderr names them (and
+says so when that file no longer loads).
 Unfinished runs are left out with a warning on stderr. table.md
 is printed on stdout. When runs hold measures.json (gradwire measure), table.md
 ends with their measures and each measure's rank correlation with the

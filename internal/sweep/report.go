@@ -98,7 +98,11 @@ func Report(dir string, warn io.Writer) (*Result, error) {
 		name = rec.Name
 	}
 	if rec != nil {
-		if drift := recordDrift(rec); drift != "" {
+		drift, err := recordDrift(rec)
+		switch {
+		case err != nil:
+			fmt.Fprintf(warn, "report: cannot compare %s with the sweep file it names: %v\n", filepath.Join(dir, recordFile), err)
+		case drift != "":
 			fmt.Fprintf(warn, "report: %s has changed since %s was written (%s); this report follows %s, the last sweep's copy, until the next gradwire sweep --config %s rewrites it\n",
 				rec.Source, filepath.Join(dir, recordFile), drift, recordFile, rec.Source)
 		}
@@ -745,22 +749,26 @@ func ratioDecimals(v []float64) int {
 }
 
 // recordDrift compares sweep.yaml with the sweep file it was written from, when
-// that file still loads from the working directory, and describes how they
-// differ ("" when they agree or the file cannot be read). The report follows
+// that file is still there (its path is relative to the working directory of
+// the sweep), and describes how they differ ("" when they agree or the file is
+// gone; an error when it is there but does not load). The report follows
 // sweep.yaml, so a variation added to the file since the sweep last ran would
 // otherwise go unmentioned: neither reported nor listed as not finished.
-func recordDrift(rec *Record) string {
+func recordDrift(rec *Record) (string, error) {
 	if rec.Source == "" {
-		return ""
+		return "", nil
 	}
 	s, err := Load(filepath.FromSlash(rec.Source))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
 	if err != nil {
-		return ""
+		return "", err
 	}
 	now := s.Record()
 	var parts []string
 	if now.Base != rec.Base || !slices.Equal(now.Set, rec.Set) {
-		parts = append(parts, "its base or set: differ")
+		parts = append(parts, "base config or set: changed")
 	}
 	old := map[string]RecordVariation{}
 	for _, v := range rec.Variations {
@@ -786,5 +794,5 @@ func recordDrift(rec *Record) string {
 			parts = append(parts, l.what+": "+strings.Join(l.names, ", "))
 		}
 	}
-	return strings.Join(parts, "; ")
+	return strings.Join(parts, "; "), nil
 }

@@ -471,7 +471,14 @@ func TestReportNamesAChangedSweepFile(t *testing.T) {
 	}
 	old = s.Record()
 	old.Set = nil
-	if w := report(old); !strings.Contains(w, "(its base or set: differ)") {
-		t.Errorf("warnings %q do not name the changed set:", w)
+	if w := report(old); !strings.Contains(w, "(base config or set: changed)") {
+		t.Errorf("warnings %q do not name the changed set", w)
+	}
+	// A sweep file that is there but no longer loads is named, not passed
+	// over in silence.
+	writeFile(t, path, "base: ../configs/tiny.yaml\nvariation:\n  - name: a\n")
+	if w := report(s.Record()); !strings.Contains(w, "report: cannot compare "+filepath.Join(dir, recordFile)+" with the sweep file it names: ") ||
+		!strings.Contains(w, `unknown key "variation"`) {
+		t.Errorf("warnings %q do not say the sweep file fails to load", w)
 	}
 }
