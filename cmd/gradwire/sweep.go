@@ -40,7 +40,11 @@ name, a list of key=value overrides and optionally its own seeds:
 Every run's config is checked before the first run starts. Run k of variation V
 goes to <results>/<name>/runs/V/seed-k/ (a normal run directory plus train.log):
 a run with summary.json is skipped, a run with a checkpoint and no summary
-resumes from it, the others start afresh. One progress line per run goes to
+resumes from it, the others start afresh. An optional key reuse lists other
+sweeps' results folders (relative to the sweep file's folder, e.g. reuse:
+[results/lrprobe]): a run not yet started whose config, seed included, equals a
+finished run's there is copied from it instead of trained, and the copy is
+recorded in invocations.jsonl and train.log. One progress line per run goes to
 stderr. Ctrl-C stops the current run with a checkpoint at the step it reached
 (at its last epoch's end for a pipelined run, dist.pipeline 2); rerunning
 continues from there.

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -44,6 +45,10 @@ type state struct {
 	// unselected: not done and left out by Options.Only, so neither trained
 	// nor counted in the time estimate.
 	unselected bool
+	// copyFrom is a finished run of the same config in one of the sweep's
+	// reuse folders, copied instead of trained ("" = none; only for a
+	// selected run that has not started).
+	copyFrom string
 }
 
 func (st state) String() string {
@@ -54,6 +59,8 @@ func (st state) String() string {
 		return "not selected, at " + positionText(st.at)
 	case st.unselected:
 		return "not selected"
+	case st.copyFrom != "":
+		return "copy from " + filepath.ToSlash(st.copyFrom)
 	case st.resume:
 		return "resume from " + positionText(st.at)
 	}
@@ -167,13 +174,21 @@ func Execute(ctx context.Context, s *Sweep, opts Options) error {
 	if err != nil {
 		return err
 	}
-	done, selected := 0, 0
+	done, selected, toCopy := 0, 0, 0
 	for _, st := range states {
-		if st.done {
+		switch {
+		case st.done:
 			done++
-		} else if !st.unselected {
+		case st.unselected:
+		case st.copyFrom != "":
+			toCopy++
+		default:
 			selected++
 		}
+	}
+	copies := ""
+	if toCopy > 0 {
+		copies = fmt.Sprintf(", %d to copy from the reuse folders", toCopy)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -187,9 +202,9 @@ func Execute(ctx context.Context, s *Sweep, opts Options) error {
 		return err
 	}
 	if len(opts.Only) > 0 {
-		fmt.Fprintf(progress, "sweep %s: %d runs (%d done, %d selected by --only %s) in %s\n", s.Name, len(s.Runs), done, selected, strings.Join(opts.Only, ","), dir)
+		fmt.Fprintf(progress, "sweep %s: %d runs (%d done%s, %d selected by --only %s) in %s\n", s.Name, len(s.Runs), done, copies, selected, strings.Join(opts.Only, ","), dir)
 	} else {
-		fmt.Fprintf(progress, "sweep %s: %d runs (%d done) in %s\n", s.Name, len(s.Runs), done, dir)
+		fmt.Fprintf(progress, "sweep %s: %d runs (%d done%s) in %s\n", s.Name, len(s.Runs), done, copies, dir)
 	}
 	inv := newInvocation(opts.Command, time.Now())
 	inv.Skipped = done
@@ -242,6 +257,18 @@ func execute(ctx context.Context, s *Sweep, opts Options, dir string, states []s
 			continue
 		case st.unselected:
 			fmt.Fprintf(progress, "%s: skipped (not selected by --only)\n", tag)
+			continue
+		case st.copyFrom != "":
+			if err := copyRun(st.copyFrom, r.Dir(dir), r, s.Name); err != nil {
+				return err
+			}
+			inv.Copied = append(inv.Copied, CopiedRun{Run: r.Variation + "/seed-" + strconv.FormatInt(r.Seed, 10), From: filepath.ToSlash(st.copyFrom)})
+			if record != nil {
+				if err := record(); err != nil {
+					return err
+				}
+			}
+			fmt.Fprintf(progress, "%s: copied from %s (finished there with the same config)\n", tag, filepath.ToSlash(st.copyFrom))
 			continue
 		case st.resume:
 			fmt.Fprintf(progress, "%s: resumed from %s\n", tag, positionText(st.at))
@@ -324,7 +351,7 @@ func (e *eta) left(runs []Run, states []state, from int) (float64, bool) {
 	total, any := 0.0, false
 	for i := from; i < len(runs); i++ {
 		st := states[i]
-		if st.done || st.unselected {
+		if st.done || st.unselected || st.copyFrom != "" {
 			continue
 		}
 		times := e.byVariation[runs[i].Variation]
@@ -381,10 +408,27 @@ func inspectAll(s *Sweep, dir string, only []string) ([]state, error) {
 		var err error
 		if states[i], err = inspect(r, r.Dir(dir)); err != nil {
 			errs = append(errs, err)
+			continue
 		}
 		states[i].unselected = !states[i].done && !selected[i]
+		if states[i].copyFrom, err = reusable(s, r, states[i]); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return states, errors.Join(errs...)
+}
+
+// reusable is the finished run of the sweep's reuse folders that stands in
+// for r, for a selected run that has not started ("" otherwise).
+func reusable(s *Sweep, r Run, st state) (string, error) {
+	if st.done || st.resume || st.unselected || len(s.Reuse) == 0 {
+		return "", nil
+	}
+	src, err := findReusable(r, s.Reuse)
+	if err != nil {
+		return "", fmt.Errorf("run %s seed %d: looking for a finished run to reuse: %w", r.Variation, r.Seed, err)
+	}
+	return src, nil
 }
 
 // Select reports which runs belong to a variation matched by one of the
@@ -484,6 +528,10 @@ func DryRun(w io.Writer, s *Sweep, results string, only []string) error {
 			continue
 		}
 		st.unselected = !st.done && !selected[i]
+		if st.copyFrom, err = reusable(s, r, st); err != nil {
+			errs = append(errs, err)
+			continue
+		}
 		args := []string{"gradwire", "train", "--config", s.BasePath}
 		for _, kv := range r.Sets {
 			args = append(args, "--set", kv)

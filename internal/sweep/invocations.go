@@ -33,7 +33,9 @@ type Invocation struct {
 	Trained     int     `json:"trained"` // runs trained or resumed by this invocation
 	Skipped     int     `json:"skipped"` // runs already finished
 	Failed      int     `json:"failed"`
-	Interrupted bool    `json:"interrupted,omitempty"`
+	// Copied are the runs copied from the reuse folders instead of trained.
+	Copied      []CopiedRun `json:"copied,omitempty"`
+	Interrupted bool        `json:"interrupted,omitempty"`
 	// Running marks a line written while the invocation works: it is
 	// rewritten after every run and completed at the end, so an invocation
 	// that was killed leaves its line as of its last finished run.
@@ -107,15 +109,16 @@ func readInvocations(dir string) ([]Invocation, error) {
 
 // provenance is table.md's closing section: every invocation that trained
 // something, and the sweep's total run time.
-// runWall is the sum of the runs' wall_seconds: more than the invocations'
-// total means some runs were trained by invocations that left no record.
+// runWall is the sum of the runs' wall_seconds, copied runs (copiedRuns)
+// aside: more than the invocations' total means some runs were trained by
+// invocations that left no record.
 func provenance(invs []Invocation, runWall float64) string {
 	var b strings.Builder
 	var wall float64
 	var lines []string
 	for _, inv := range invs {
 		wall += inv.WallSeconds
-		if inv.Trained == 0 {
+		if inv.Trained == 0 && len(inv.Copied) == 0 {
 			continue // a rerun that found everything done adds nothing worth a line
 		}
 		state := ""
@@ -128,8 +131,16 @@ func provenance(invs []Invocation, runWall float64) string {
 		if inv.Failed > 0 {
 			state += fmt.Sprintf(", %d failed", inv.Failed)
 		}
-		lines = append(lines, fmt.Sprintf("- %s: `%s` trained %s in %.0f s%s; %s (%s, blas %s) on %s.",
-			inv.Started, inv.Command, countRuns(inv.Trained), inv.WallSeconds, state, inv.Version, inv.GoVersion, inv.BLAS, inv.Machine))
+		did := "trained " + countRuns(inv.Trained)
+		if len(inv.Copied) > 0 {
+			var copies []string
+			for _, c := range inv.Copied {
+				copies = append(copies, c.Run+" from "+c.From)
+			}
+			did += ", copied " + countRuns(len(inv.Copied)) + " finished with the same config elsewhere (" + strings.Join(copies, ", ") + ")"
+		}
+		lines = append(lines, fmt.Sprintf("- %s: `%s` %s in %.0f s%s; %s (%s, blas %s) on %s.",
+			inv.Started, inv.Command, did, inv.WallSeconds, state, inv.Version, inv.GoVersion, inv.BLAS, inv.Machine))
 	}
 	if len(lines) == 0 {
 		return ""
@@ -140,6 +151,18 @@ func provenance(invs []Invocation, runWall float64) string {
 		fmt.Fprintf(&b, "The runs' own training time (%.0f s) exceeds that: some were trained by invocations that left no record here.\n", runWall)
 	}
 	return b.String()
+}
+
+// copiedRuns is the set of runs ("<variation>/seed-<k>") the invocations
+// copied from other sweeps' folders: their training time was spent there.
+func copiedRuns(invs []Invocation) map[string]bool {
+	out := map[string]bool{}
+	for _, inv := range invs {
+		for _, c := range inv.Copied {
+			out[c.Run] = true
+		}
+	}
+	return out
 }
 
 // countRuns is "1 run" or "N runs".

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -37,7 +38,7 @@ func TestInvocationRecordedWhileRunning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(invs) != 3 || invs[0] != earlier || invs[1] != inv || invs[2] != later {
+	if len(invs) != 3 || !reflect.DeepEqual(invs[0], earlier) || !reflect.DeepEqual(invs[1], inv) || !reflect.DeepEqual(invs[2], later) {
 		t.Fatalf("invocations.jsonl: %+v", invs)
 	}
 	raw, err := os.ReadFile(filepath.Join(dir, invocationsFile))
@@ -62,7 +63,7 @@ func TestInvocationRecordedWhileRunning(t *testing.T) {
 	if at, err = recordInvocation(dir, inv, at); err != nil || at != 1 {
 		t.Fatalf("line %d, %v", at, err)
 	}
-	if invs, err = readInvocations(dir); err != nil || len(invs) != 3 || invs[1] != inv {
+	if invs, err = readInvocations(dir); err != nil || len(invs) != 3 || !reflect.DeepEqual(invs[1], inv) {
 		t.Fatalf("invocations.jsonl after the end: %+v, %v", invs, err)
 	}
 }

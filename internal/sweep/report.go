@@ -132,9 +132,12 @@ func Report(dir string, warn io.Writer) (*Result, error) {
 		return nil, err
 	}
 	var runWall float64
+	copied := copiedRuns(invs)
 	for _, g := range groups {
 		for _, r := range g.runs {
-			runWall += r.sum.WallSeconds
+			if !copied[r.variation+"/seed-"+strconv.FormatInt(r.seed, 10)] {
+				runWall += r.sum.WallSeconds
+			}
 		}
 	}
 	res.Table = table(name, groups, missing, failed) + provenance(invs, runWall)

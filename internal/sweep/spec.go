@@ -32,12 +32,17 @@ import (
 //	  - name: dgc
 //	    set: [compress.name=dgc]
 //	    seeds: [1, 2, 3]                 # overrides the sweep's seeds
+//	reuse: [results/lrprobe]           # other sweeps' results folders, relative to the sweep file's folder
+//
+// A run not yet started whose config equals that of a finished run in one of
+// the reuse folders is copied from there instead of trained (see Execute).
 type Spec struct {
 	Name       string      `yaml:"name"`
 	Base       string      `yaml:"base"`
 	Set        []string    `yaml:"set"`
 	Seeds      []int64     `yaml:"seeds"`
 	Variations []Variation `yaml:"variations"`
+	Reuse      []string    `yaml:"reuse"`
 }
 
 // Variation is one named cell of the grid.
@@ -49,7 +54,7 @@ type Variation struct {
 
 // The keys a sweep file may hold; anything else is a typo and an error.
 var (
-	specKeys      = []string{"name", "base", "set", "seeds", "variations"}
+	specKeys      = []string{"name", "base", "set", "seeds", "variations", "reuse"}
 	variationKeys = []string{"name", "set", "seeds"}
 )
 
@@ -62,7 +67,11 @@ type Sweep struct {
 	Set      []string
 	// Variations in file order, each with its seeds filled in.
 	Variations []Variation
-	Runs       []Run // variation order, then the variation's seed order
+	// Reuse are other sweeps' results folders, resolved against the sweep
+	// file's folder, whose finished runs stand in for this sweep's runs of
+	// the same config.
+	Reuse []string
+	Runs  []Run // variation order, then the variation's seed order
 }
 
 // Run is one (variation, seed) training run.
@@ -177,6 +186,17 @@ func resolve(path string, spec Spec) (*Sweep, error) {
 		if !filepath.IsAbs(spec.Base) {
 			s.BasePath = filepath.Join(filepath.Dir(path), spec.Base)
 		}
+	}
+	for _, r := range spec.Reuse {
+		dir := r
+		if dir != "" && !filepath.IsAbs(dir) {
+			dir = filepath.Join(filepath.Dir(path), dir)
+		}
+		if fi, err := os.Stat(dir); r == "" || err != nil || !fi.IsDir() {
+			fail("reuse: %q (%s): not a folder: expected another sweep's results folder, relative to this file's folder, e.g. reuse: [results/<sweep name>]", r, dir)
+			continue
+		}
+		s.Reuse = append(s.Reuse, dir)
 	}
 	seeds := spec.Seeds
 	if len(seeds) == 0 {
@@ -300,6 +320,7 @@ type Record struct {
 	Base       string            `yaml:"base"`   // the base run config, relative to the working directory of the sweep
 	Set        []string          `yaml:"set"`
 	Variations []RecordVariation `yaml:"variations"`
+	Reuse      []string          `yaml:"reuse,omitempty"` // relative to the working directory of the sweep
 }
 
 // RecordVariation is one variation of sweep.yaml.
@@ -312,6 +333,9 @@ type RecordVariation struct {
 // Record returns the resolved form of the sweep.
 func (s *Sweep) Record() Record {
 	r := Record{Name: s.Name, Source: filepath.ToSlash(s.Path), Base: filepath.ToSlash(s.BasePath), Set: s.Set}
+	for _, dir := range s.Reuse {
+		r.Reuse = append(r.Reuse, filepath.ToSlash(dir))
+	}
 	if r.Set == nil {
 		r.Set = []string{}
 	}

@@ -422,6 +422,7 @@ func TestBadSweepFiles(t *testing.T) {
 		{"bad-type", "base: base.yaml\nseeds: [one]\nvariations:\n  - name: a\n", []string{"line 2", "one"}},
 		{"duplicate-seed", "base: base.yaml\nvariations:\n  - name: a\n    seeds: [1, 1]\n", []string{`variation "a": seeds: 1 appears more than once`}},
 		{"no-variations", "base: base.yaml\n", []string{"variations: missing"}},
+		{"bad-reuse", "base: base.yaml\nreuse: [nowhere]\nvariations:\n  - name: a\n", []string{`reuse: "nowhere"`, "not a folder", "expected another sweep's results folder"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(root, tc.name+".yaml")
@@ -657,5 +658,105 @@ func TestSelectPatterns(t *testing.T) {
 		if err != nil || fmt.Sprint(got) != fmt.Sprint(tc.want) {
 			t.Errorf("Select(%q) = %v, %v; want %v", tc.only, got, err, tc.want)
 		}
+	}
+}
+
+// TestReuseCopiesFinishedRunsOfTheSameConfig: a sweep whose file names another
+// sweep's results folder under reuse copies the finished runs there whose
+// config equals its own run's (seed included) instead of training them,
+// trains the rest, records the copies, and copies again a copy that was cut
+// short before its summary.json.
+func TestReuseCopiesFinishedRunsOfTheSameConfig(t *testing.T) {
+	path := tinySweep(t, "")
+	results := t.TempDir()
+	executeSweep(t, path, results)
+	probe := filepath.Join(results, "tiny")
+	root := filepath.Dir(filepath.Dir(path))
+	second := filepath.Join(root, "experiments", "picks.yaml")
+	writeFile(t, second, fmt.Sprintf(`base: ../configs/tiny.yaml
+set: [data.dir=%s]
+seeds: [1, 3]
+reuse: [%s]
+variations:
+  - name: dense-pick
+    set: [compress.name=none]
+  - name: slower
+    set: [compress.name=none, optim.lr=0.001]
+`, filepath.Join(root, "data"), probe))
+	s, err := Load(second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(probe, "runs", "dense", "seed-1")
+	// A long training time there, so that counting it as this sweep's would
+	// show in the provenance.
+	sum := readFile(t, filepath.Join(src, "summary.json"))
+	long := regexp.MustCompile(`"wall_seconds": [0-9.e-]+`).ReplaceAllString(sum, `"wall_seconds": 100000`)
+	if long == sum {
+		t.Fatalf("no wall_seconds in %s", sum)
+	}
+	writeFile(t, filepath.Join(src, "summary.json"), long)
+	var dry bytes.Buffer
+	if err := DryRun(&dry, s, results, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"[1/4] dense-pick seed 1 (copy from " + filepath.ToSlash(src) + ")", "[2/4] dense-pick seed 3 (new)", "[3/4] slower seed 1 (new)"} {
+		if !strings.Contains(dry.String(), want) {
+			t.Errorf("dry run lacks %q:\n%s", want, dry.String())
+		}
+	}
+
+	out := executeSweep(t, second, results)
+	for _, want := range []string{"(0 done, 1 to copy from the reuse folders)",
+		"[1/4] dense-pick seed 1: copied from " + filepath.ToSlash(src) + " (finished there with the same config)",
+		"[2/4] dense-pick seed 3: running", "[3/4] slower seed 1: running", "[4/4] slower seed 3: running"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("progress lacks %q:\n%s", want, out)
+		}
+	}
+	dst := filepath.Join(results, "picks", "runs", "dense-pick", "seed-1")
+	for _, f := range []string{"config.yaml", "metrics.jsonl", "summary.json"} {
+		if readFile(t, filepath.Join(dst, f)) != readFile(t, filepath.Join(src, f)) {
+			t.Errorf("copied %s differs from the original", f)
+		}
+	}
+	log := readFile(t, filepath.Join(dst, "train.log"))
+	if !strings.HasPrefix(log, readFile(t, filepath.Join(src, "train.log"))) ||
+		!strings.Contains(log[strings.LastIndex(strings.TrimSuffix(log, "\n"), "\n")+1:], `msg="copied by gradwire sweep" sweep=picks variation=dense-pick seed=1 from=`) {
+		t.Errorf("copied train.log is not the original plus a note of the copy:\n%s", log)
+	}
+	for _, f := range notCopied {
+		if _, err := os.Stat(filepath.Join(dst, f)); err == nil {
+			t.Errorf("%s was copied", f)
+		}
+	}
+	invs, err := readInvocations(filepath.Join(results, "picks"))
+	if err != nil || len(invs) != 1 || len(invs[0].Copied) != 1 || invs[0].Copied[0] != (CopiedRun{Run: "dense-pick/seed-1", From: filepath.ToSlash(src)}) || invs[0].Trained != 3 {
+		t.Fatalf("invocations: %+v, %v", invs, err)
+	}
+	rep, err := Report(filepath.Join(results, "picks"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := rep.Table
+	if !strings.Contains(table, "trained 3 runs, copied 1 run finished with the same config elsewhere (dense-pick/seed-1 from "+filepath.ToSlash(src)+")") {
+		t.Errorf("table.md's provenance does not name the copy:\n%s", table)
+	}
+	if strings.Contains(table, "left no record") {
+		t.Errorf("the copied run's training time is counted as this sweep's:\n%s", table)
+	}
+
+	// A copy cut short (no summary.json) is copied again; the rest is done.
+	if err := os.Remove(filepath.Join(dst, "summary.json")); err != nil {
+		t.Fatal(err)
+	}
+	again := executeSweep(t, second, results)
+	for _, want := range []string{"[1/4] dense-pick seed 1: copied from ", "[2/4] dense-pick seed 3: skipped (done)"} {
+		if !strings.Contains(again, want) {
+			t.Errorf("rerun lacks %q:\n%s", want, again)
+		}
+	}
+	if readFile(t, filepath.Join(dst, "summary.json")) != readFile(t, filepath.Join(src, "summary.json")) {
+		t.Error("the second copy's summary.json differs from the original")
 	}
 }
