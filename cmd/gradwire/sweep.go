@@ -43,8 +43,9 @@ a run with summary.json is skipped, a run with a checkpoint and no summary
 resumes from it, the others start afresh. An optional key reuse lists other
 sweeps' results folders (relative to the sweep file's folder, e.g. reuse:
 [results/lrprobe]): a run not yet started whose config, seed included, equals a
-finished run's there is copied from it instead of trained, and the copy is
-recorded in invocations.jsonl and train.log. One progress line per run goes to
+finished run's there is copied from it instead of trained (whatever --only
+selects: a copy trains nothing), and the copy is recorded in invocations.jsonl
+and train.log. One progress line per run goes to
 stderr. Ctrl-C stops the current run with a checkpoint at the step it reached
 (at its last epoch's end for a pipelined run, dist.pipeline 2); rerunning
 continues from there.

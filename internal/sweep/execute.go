@@ -42,12 +42,13 @@ type state struct {
 	resume bool                     // a checkpoint but no summary: continue from it
 	at     train.CheckpointPosition // where the last checkpoint stands (resume)
 	wall   float64                  // a done run's training time (summary.json's wall_seconds)
-	// unselected: not done and left out by Options.Only, so neither trained
-	// nor counted in the time estimate.
+	// unselected: not done, not to be copied, and left out by Options.Only,
+	// so neither trained nor counted in the time estimate.
 	unselected bool
 	// copyFrom is a finished run of the same config in one of the sweep's
-	// reuse folders, copied instead of trained ("" = none; only for a
-	// selected run that has not started).
+	// reuse folders, copied instead of trained ("" = none; only for a run
+	// that has not started). Copies are made whatever Options.Only selects:
+	// they train nothing.
 	copyFrom string
 }
 
@@ -55,12 +56,12 @@ func (st state) String() string {
 	switch {
 	case st.done:
 		return "done"
+	case st.copyFrom != "":
+		return "copy from " + filepath.ToSlash(st.copyFrom)
 	case st.unselected && st.resume:
 		return "not selected, at " + positionText(st.at)
 	case st.unselected:
 		return "not selected"
-	case st.copyFrom != "":
-		return "copy from " + filepath.ToSlash(st.copyFrom)
 	case st.resume:
 		return "resume from " + positionText(st.at)
 	}
@@ -255,9 +256,6 @@ func execute(ctx context.Context, s *Sweep, opts Options, dir string, states []s
 		case st.done:
 			fmt.Fprintf(progress, "%s: skipped (done)\n", tag)
 			continue
-		case st.unselected:
-			fmt.Fprintf(progress, "%s: skipped (not selected by --only)\n", tag)
-			continue
 		case st.copyFrom != "":
 			if err := copyRun(st.copyFrom, r.Dir(dir), r, s.Name); err != nil {
 				return err
@@ -269,6 +267,9 @@ func execute(ctx context.Context, s *Sweep, opts Options, dir string, states []s
 				}
 			}
 			fmt.Fprintf(progress, "%s: copied from %s (finished there with the same config)\n", tag, filepath.ToSlash(st.copyFrom))
+			continue
+		case st.unselected:
+			fmt.Fprintf(progress, "%s: skipped (not selected by --only)\n", tag)
 			continue
 		case st.resume:
 			fmt.Fprintf(progress, "%s: resumed from %s\n", tag, positionText(st.at))
@@ -410,18 +411,18 @@ func inspectAll(s *Sweep, dir string, only []string) ([]state, error) {
 			errs = append(errs, err)
 			continue
 		}
-		states[i].unselected = !states[i].done && !selected[i]
 		if states[i].copyFrom, err = reusable(s, r, states[i]); err != nil {
 			errs = append(errs, err)
 		}
+		states[i].unselected = !states[i].done && states[i].copyFrom == "" && !selected[i]
 	}
 	return states, errors.Join(errs...)
 }
 
 // reusable is the finished run of the sweep's reuse folders that stands in
-// for r, for a selected run that has not started ("" otherwise).
+// for r, for a run that has not started ("" otherwise).
 func reusable(s *Sweep, r Run, st state) (string, error) {
-	if st.done || st.resume || st.unselected || len(s.Reuse) == 0 {
+	if st.done || st.resume || len(s.Reuse) == 0 {
 		return "", nil
 	}
 	src, err := findReusable(r, s.Reuse)
@@ -527,11 +528,11 @@ func DryRun(w io.Writer, s *Sweep, results string, only []string) error {
 			errs = append(errs, err)
 			continue
 		}
-		st.unselected = !st.done && !selected[i]
 		if st.copyFrom, err = reusable(s, r, st); err != nil {
 			errs = append(errs, err)
 			continue
 		}
+		st.unselected = !st.done && st.copyFrom == "" && !selected[i]
 		args := []string{"gradwire", "train", "--config", s.BasePath}
 		for _, kv := range r.Sets {
 			args = append(args, "--set", kv)

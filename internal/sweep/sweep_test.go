@@ -705,14 +705,31 @@ variations:
 			t.Errorf("dry run lacks %q:\n%s", want, dry.String())
 		}
 	}
+	dry.Reset()
+	if err := DryRun(&dry, s, results, []string{"slower"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"[1/4] dense-pick seed 1 (copy from ", "[2/4] dense-pick seed 3 (not selected)"} {
+		if !strings.Contains(dry.String(), want) {
+			t.Errorf("dry run --only slower lacks %q:\n%s", want, dry.String())
+		}
+	}
 
-	out := executeSweep(t, second, results)
-	for _, want := range []string{"(0 done, 1 to copy from the reuse folders)",
+	// Copies train nothing, so --only does not hold them back.
+	var progress bytes.Buffer
+	if err := Execute(context.Background(), s, Options{Results: results, Progress: &progress, Command: "gradwire sweep --only slower", Only: []string{"slower"}}); err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	out := progress.String()
+	for _, want := range []string{"(0 done, 1 to copy from the reuse folders, 2 selected by --only slower)",
 		"[1/4] dense-pick seed 1: copied from " + filepath.ToSlash(src) + " (finished there with the same config)",
-		"[2/4] dense-pick seed 3: running", "[3/4] slower seed 1: running", "[4/4] slower seed 3: running"} {
+		"[2/4] dense-pick seed 3: skipped (not selected by --only)", "[3/4] slower seed 1: running", "[4/4] slower seed 3: running"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("progress lacks %q:\n%s", want, out)
 		}
+	}
+	if out := executeSweep(t, second, results); !strings.Contains(out, "[2/4] dense-pick seed 3: running") || !strings.Contains(out, "[1/4] dense-pick seed 1: skipped (done)") {
+		t.Errorf("the rest of the sweep:\n%s", out)
 	}
 	dst := filepath.Join(results, "picks", "runs", "dense-pick", "seed-1")
 	for _, f := range []string{"config.yaml", "metrics.jsonl", "summary.json"} {
@@ -731,7 +748,7 @@ variations:
 		}
 	}
 	invs, err := readInvocations(filepath.Join(results, "picks"))
-	if err != nil || len(invs) != 1 || len(invs[0].Copied) != 1 || invs[0].Copied[0] != (CopiedRun{Run: "dense-pick/seed-1", From: filepath.ToSlash(src)}) || invs[0].Trained != 3 {
+	if err != nil || len(invs) != 2 || len(invs[0].Copied) != 1 || invs[0].Copied[0] != (CopiedRun{Run: "dense-pick/seed-1", From: filepath.ToSlash(src)}) || invs[0].Trained != 2 || invs[1].Trained != 1 || invs[1].Copied != nil {
 		t.Fatalf("invocations: %+v, %v", invs, err)
 	}
 	rep, err := Report(filepath.Join(results, "picks"), nil)
@@ -739,7 +756,7 @@ variations:
 		t.Fatal(err)
 	}
 	table := rep.Table
-	if !strings.Contains(table, "trained 3 runs, copied 1 run finished with the same config elsewhere (dense-pick/seed-1 from "+filepath.ToSlash(src)+")") {
+	if !strings.Contains(table, "`gradwire sweep --only slower` trained 2 runs, copied 1 run finished with the same config elsewhere (dense-pick/seed-1 from "+filepath.ToSlash(src)+")") {
 		t.Errorf("table.md's provenance does not name the copy:\n%s", table)
 	}
 	if strings.Contains(table, "left no record") {
