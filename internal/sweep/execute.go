@@ -257,8 +257,13 @@ func execute(ctx context.Context, s *Sweep, opts Options, dir string, states []s
 			fmt.Fprintf(progress, "%s: skipped (done)\n", tag)
 			continue
 		case st.copyFrom != "":
-			if err := copyRun(st.copyFrom, r.Dir(dir), r, s.Name); err != nil {
+			copied, err := copyRun(st.copyFrom, r.Dir(dir), r, s.Name)
+			if err != nil {
 				return err
+			}
+			if !copied {
+				fmt.Fprintf(progress, "%s: skipped (done)\n", tag)
+				continue
 			}
 			inv.Copied = append(inv.Copied, CopiedRun{Run: r.Variation + "/seed-" + strconv.FormatInt(r.Seed, 10), From: filepath.ToSlash(st.copyFrom)})
 			if record != nil {
@@ -407,29 +412,28 @@ func inspectAll(s *Sweep, dir string, only []string) ([]state, error) {
 	var errs []error
 	for i, r := range s.Runs {
 		var err error
-		if states[i], err = inspect(r, r.Dir(dir)); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if states[i].copyFrom, err = reusable(s, r, states[i]); err != nil {
+		if states[i], err = inspectRun(s, r, dir, selected[i]); err != nil {
 			errs = append(errs, err)
 		}
-		states[i].unselected = !states[i].done && states[i].copyFrom == "" && !selected[i]
 	}
 	return states, errors.Join(errs...)
 }
 
-// reusable is the finished run of the sweep's reuse folders that stands in
-// for r, for a run that has not started ("" otherwise).
-func reusable(s *Sweep, r Run, st state) (string, error) {
-	if st.done || st.resume || len(s.Reuse) == 0 {
-		return "", nil
-	}
-	src, err := findReusable(r, s.Reuse)
+// inspectRun is inspect plus what the sweep makes of it: the finished run of
+// the reuse folders that stands in for a run not yet started, and whether a
+// run left to train is selected.
+func inspectRun(s *Sweep, r Run, dir string, selected bool) (state, error) {
+	st, err := inspect(r, r.Dir(dir))
 	if err != nil {
-		return "", fmt.Errorf("run %s seed %d: looking for a finished run to reuse: %w", r.Variation, r.Seed, err)
+		return st, err
 	}
-	return src, nil
+	if !st.done && !st.resume && len(s.Reuse) > 0 {
+		if st.copyFrom, err = findReusable(r, s.Reuse); err != nil {
+			return st, fmt.Errorf("run %s seed %d: looking for a finished run to reuse: %w", r.Variation, r.Seed, err)
+		}
+	}
+	st.unselected = !st.done && st.copyFrom == "" && !selected
+	return st, nil
 }
 
 // Select reports which runs belong to a variation matched by one of the
@@ -523,16 +527,11 @@ func DryRun(w io.Writer, s *Sweep, results string, only []string) error {
 	var errs []error
 	fmt.Fprintf(w, "# sweep %s: %d runs in %s\n", s.Name, len(s.Runs), dir)
 	for i, r := range s.Runs {
-		st, err := inspect(r, r.Dir(dir))
+		st, err := inspectRun(s, r, dir, selected[i])
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if st.copyFrom, err = reusable(s, r, st); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		st.unselected = !st.done && st.copyFrom == "" && !selected[i]
 		args := []string{"gradwire", "train", "--config", s.BasePath}
 		for _, kv := range r.Sets {
 			args = append(args, "--set", kv)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gradwire/gradwire/configs"
 	"github.com/gradwire/gradwire/internal/atomicfile"
+	"github.com/gradwire/gradwire/internal/train"
 )
 
 // CopiedRun is a run the sweep copied from another sweep's results folder
@@ -25,11 +26,11 @@ type CopiedRun struct {
 // none, but a copy must never carry one).
 var notCopied = []string{"init.ckpt", ".lock", failedFile}
 
-// findReusable returns the first finished run (summary.json present) in the
-// reuse folders, in their order and then by run directory name, whose
+// findReusable returns the first finished run (a summary.json that reads) in
+// the reuse folders, in their order and then by run directory name, whose
 // config.yaml equals r's config, seed included; "" when there is none. A run
-// directory whose config does not load is passed over: it is not the same
-// run.
+// directory whose config or summary does not load is passed over: it is not
+// a finished run of the same config.
 func findReusable(r Run, folders []string) (string, error) {
 	for _, folder := range folders {
 		dirs, err := filepath.Glob(filepath.Join(folder, "runs", "*", "seed-"+strconv.FormatInt(r.Seed, 10)))
@@ -38,7 +39,7 @@ func findReusable(r Run, folders []string) (string, error) {
 		}
 		slices.Sort(dirs)
 		for _, dir := range dirs {
-			if _, err := os.Stat(filepath.Join(dir, "summary.json")); err != nil {
+			if _, err := train.ReadSummary(filepath.Join(dir, "summary.json")); err != nil {
 				continue
 			}
 			cfg, err := configs.Load(filepath.Join(dir, "config.yaml"), nil)
@@ -55,14 +56,22 @@ func findReusable(r Run, folders []string) (string, error) {
 
 // copyRun copies the finished run in src to dst, summary.json last, so that
 // a copy cut short is not taken for a finished run (the next sweep copies it
-// again), and notes the copy at the end of dst's train.log.
-func copyRun(src, dst string, r Run, sweepName string) error {
+// again), and notes the copy at the end of dst's train.log. It holds dst's
+// run lock meanwhile, as training does, and first clears what an unfinished
+// run left there; copied is false when dst turned out finished already
+// (another sweep on the same folder got there first).
+func copyRun(src, dst string, r Run, sweepName string) (copied bool, err error) {
 	entries, err := os.ReadDir(src)
 	if err != nil {
-		return err
+		return false, err
 	}
-	if err := os.MkdirAll(dst, 0o755); err != nil {
-		return err
+	release, done, err := train.ClaimForCopy(dst)
+	if err != nil || done {
+		return false, err
+	}
+	defer release()
+	if err := clearFailure(dst); err != nil {
+		return false, err
 	}
 	copyFile := func(name string, extra []byte) error {
 		data, err := os.ReadFile(filepath.Join(src, name))
@@ -80,16 +89,16 @@ func copyRun(src, dst string, r Run, sweepName string) error {
 			continue // written below, with the note
 		}
 		if err := copyFile(name, nil); err != nil {
-			return fmt.Errorf("copying %s to %s: %w", src, dst, err)
+			return false, fmt.Errorf("copying %s to %s: %w", src, dst, err)
 		}
 	}
 	note := fmt.Sprintf("time=%s level=INFO msg=\"copied by gradwire sweep\" sweep=%s variation=%s seed=%d from=%s\n",
 		time.Now().UTC().Format(time.RFC3339), sweepName, r.Variation, r.Seed, strconv.Quote(filepath.ToSlash(src)))
 	if err := copyFile("train.log", []byte(note)); err != nil {
-		return fmt.Errorf("copying %s to %s: %w", src, dst, err)
+		return false, fmt.Errorf("copying %s to %s: %w", src, dst, err)
 	}
 	if err := copyFile("summary.json", nil); err != nil {
-		return fmt.Errorf("copying %s to %s: %w", src, dst, err)
+		return false, fmt.Errorf("copying %s to %s: %w", src, dst, err)
 	}
-	return nil
+	return true, nil
 }

@@ -696,6 +696,14 @@ variations:
 		t.Fatalf("no wall_seconds in %s", sum)
 	}
 	writeFile(t, filepath.Join(src, "summary.json"), long)
+	// Files that must stay behind, marked so that a copy of them shows.
+	for _, f := range notCopied {
+		writeFile(t, filepath.Join(src, f), "from the original\n")
+	}
+	// What an unfinished run left where the copy goes: cleared by the copy.
+	dst := filepath.Join(results, "picks", "runs", "dense-pick", "seed-1")
+	writeFile(t, filepath.Join(dst, failedFile), "an earlier attempt failed\n")
+	writeFile(t, filepath.Join(dst, "checkpoints", "stale"), "x")
 	var dry bytes.Buffer
 	if err := DryRun(&dry, s, results, nil); err != nil {
 		t.Fatal(err)
@@ -731,7 +739,6 @@ variations:
 	if out := executeSweep(t, second, results); !strings.Contains(out, "[2/4] dense-pick seed 3: running") || !strings.Contains(out, "[1/4] dense-pick seed 1: skipped (done)") {
 		t.Errorf("the rest of the sweep:\n%s", out)
 	}
-	dst := filepath.Join(results, "picks", "runs", "dense-pick", "seed-1")
 	for _, f := range []string{"config.yaml", "metrics.jsonl", "summary.json"} {
 		if readFile(t, filepath.Join(dst, f)) != readFile(t, filepath.Join(src, f)) {
 			t.Errorf("copied %s differs from the original", f)
@@ -742,9 +749,15 @@ variations:
 		!strings.Contains(log[strings.LastIndex(strings.TrimSuffix(log, "\n"), "\n")+1:], `msg="copied by gradwire sweep" sweep=picks variation=dense-pick seed=1 from=`) {
 		t.Errorf("copied train.log is not the original plus a note of the copy:\n%s", log)
 	}
-	for _, f := range notCopied {
-		if _, err := os.Stat(filepath.Join(dst, f)); err == nil {
-			t.Errorf("%s was copied", f)
+	for _, f := range append(notCopied, "checkpoints") {
+		// The copy holds the run's lock as training does, so .lock is there,
+		// but its own.
+		if f == ".lock" {
+			if b, err := os.ReadFile(filepath.Join(dst, f)); err != nil || strings.Contains(string(b), "from the original") {
+				t.Errorf(".lock in the copy: %q, %v", b, err)
+			}
+		} else if _, err := os.Stat(filepath.Join(dst, f)); err == nil {
+			t.Errorf("%s in the copy", f)
 		}
 	}
 	invs, err := readInvocations(filepath.Join(results, "picks"))
@@ -775,5 +788,10 @@ variations:
 	}
 	if readFile(t, filepath.Join(dst, "summary.json")) != readFile(t, filepath.Join(src, "summary.json")) {
 		t.Error("the second copy's summary.json differs from the original")
+	}
+	// A run another sweep finished meanwhile is left as it is.
+	writeFile(t, filepath.Join(dst, "summary.json"), "{}\n")
+	if copied, err := copyRun(src, dst, s.Runs[0], "picks"); err != nil || copied || readFile(t, filepath.Join(dst, "summary.json")) != "{}\n" {
+		t.Errorf("copy onto a finished run: copied %v, %v", copied, err)
 	}
 }

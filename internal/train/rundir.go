@@ -30,6 +30,64 @@ type runDir struct {
 // already holds a run unless overwrite is set, which removes that run's files
 // first; a resumed run needs one.
 func claimRunDir(path string, resume, overwrite bool) (*runDir, error) {
+	d, err := lockRunDir(path)
+	if err != nil {
+		return nil, err
+	}
+	present := d.runFilesPresent()
+	switch {
+	case resume && len(present) == 0:
+		d.release()
+		return nil, fmt.Errorf("resume: %s holds no run (no config.yaml, metrics.jsonl or checkpoints/)", path)
+	case !resume && len(present) > 0 && !overwrite:
+		d.release()
+		return nil, fmt.Errorf("run directory %s already holds a run (%s): continue it with gradwire train --resume %s, "+
+			"replace it with --overwrite, or choose another --out", path, strings.Join(present, ", "), path)
+	case !resume && overwrite:
+		if err := d.removeRunFiles(present); err != nil {
+			d.release()
+			return nil, fmt.Errorf("--overwrite: %w", err)
+		}
+	}
+	return d, nil
+}
+
+// ClaimForCopy takes the lock of the run directory path (created if needed)
+// for a process that fills it with a finished run's files instead of training:
+// while another process holds it, it fails at once naming the holder, as
+// training would. A folder that already holds a finished run (summary.json) is
+// left untouched and reported done; otherwise the files of an unfinished run
+// there are removed first, as a fresh run with --overwrite removes them.
+// release gives the directory up.
+func ClaimForCopy(path string) (release func(), done bool, err error) {
+	d, err := lockRunDir(path)
+	if err != nil {
+		return nil, false, err
+	}
+	if _, err := os.Lstat(filepath.Join(path, "summary.json")); err == nil {
+		d.release()
+		return nil, true, nil
+	}
+	if err := d.removeRunFiles(d.runFilesPresent()); err != nil {
+		d.release()
+		return nil, false, err
+	}
+	return d.release, false, nil
+}
+
+// removeRunFiles removes the named run files of the directory.
+func (d *runDir) removeRunFiles(names []string) error {
+	for _, name := range names {
+		if err := os.RemoveAll(filepath.Join(d.path, name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// lockRunDir creates path if needed and takes its lock; a second process fails
+// at once, naming the holder.
+func lockRunDir(path string) (*runDir, error) {
 	if err := os.MkdirAll(path, 0o755); err != nil {
 		return nil, fmt.Errorf("run directory: %w", err)
 	}
@@ -50,23 +108,6 @@ func claimRunDir(path string, resume, overwrite bool) (*runDir, error) {
 	if err := d.writeHolder(); err != nil {
 		d.release()
 		return nil, err
-	}
-	present := d.runFilesPresent()
-	switch {
-	case resume && len(present) == 0:
-		d.release()
-		return nil, fmt.Errorf("resume: %s holds no run (no config.yaml, metrics.jsonl or checkpoints/)", path)
-	case !resume && len(present) > 0 && !overwrite:
-		d.release()
-		return nil, fmt.Errorf("run directory %s already holds a run (%s): continue it with gradwire train --resume %s, "+
-			"replace it with --overwrite, or choose another --out", path, strings.Join(present, ", "), path)
-	case !resume && overwrite:
-		for _, name := range present {
-			if err := os.RemoveAll(filepath.Join(path, name)); err != nil {
-				d.release()
-				return nil, fmt.Errorf("--overwrite: %w", err)
-			}
-		}
 	}
 	return d, nil
 }

@@ -137,3 +137,53 @@ func TestRunDirLockRefusesSymlink(t *testing.T) {
 		t.Fatalf("the link's target was changed: %q", raw)
 	}
 }
+
+// TestClaimForCopy: a copy into a run directory waits for no one (it fails
+// naming the holder while a run trains there), leaves a finished run alone,
+// and clears an unfinished one's files first.
+func TestClaimForCopy(t *testing.T) {
+	dir := t.TempDir()
+	training, err := claimRunDir(dir, false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ClaimForCopy(dir); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("PID %d", os.Getpid())) {
+		t.Fatalf("copy while a run holds the folder: %v", err)
+	}
+	training.release()
+
+	for _, f := range []string{"config.yaml", "metrics.jsonl", InitFile, "checkpoints/epoch-1.ckpt"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("old"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	release, done, err := ClaimForCopy(dir)
+	if err != nil || done {
+		t.Fatalf("unfinished run: done %v, %v", done, err)
+	}
+	for _, f := range []string{"config.yaml", "metrics.jsonl", InitFile, "checkpoints"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			t.Errorf("%s of the unfinished run is still there", f)
+		}
+	}
+	if _, err := claimRunDir(dir, false, false); err == nil {
+		t.Error("a run could start while the copy holds the folder")
+	}
+	release()
+
+	if err := os.WriteFile(filepath.Join(dir, "summary.json"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "metrics.jsonl"), []byte("kept"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if release, done, err := ClaimForCopy(dir); err != nil || !done || release != nil {
+		t.Fatalf("finished run: done %v, %v", done, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "metrics.jsonl")); string(b) != "kept" {
+		t.Error("a finished run's files were touched")
+	}
+}
