@@ -77,7 +77,10 @@ func configRate(dir string) float64 {
 }
 
 // learningRateGrids finds the grids of groups (and of the failed runs) with
-// at least two rates.
+// at least two rates, and beside them the trials: variations at a single rate
+// of an optimizer and batch that has a grid, with other settings (a longer
+// warm-up, another weight decay at the grid's pick), since a trial may beat the
+// grid it starts from. Trials have one rate; a sweep without a grid has none.
 func learningRateGrids(groups []group, failed []failedRun) []lrGrid {
 	type member struct {
 		optimizer string
@@ -128,7 +131,34 @@ func learningRateGrids(groups []group, failed []failedRun) []lrGrid {
 			grids[i].rates = append(grids[i].rates, m.point)
 		}
 	}
-	grids = slices.DeleteFunc(grids, func(g lrGrid) bool { return len(g.rates) < 2 })
+	grids = slices.DeleteFunc(grids, func(g lrGrid) bool {
+		return len(g.rates) < 2 && !slices.ContainsFunc(grids, func(o lrGrid) bool {
+			return len(o.rates) >= 2 && o.optimizer == g.optimizer && o.batch == g.batch
+		})
+	})
+	if !slices.ContainsFunc(grids, func(g lrGrid) bool { return len(g.rates) >= 2 }) {
+		return nil
+	}
+	// Each optimizer and batch together, in order of first appearance, grids before their trials.
+	type key struct {
+		optimizer string
+		batch     int
+	}
+	first := map[key]int{}
+	for i, g := range grids {
+		if _, ok := first[key{g.optimizer, g.batch}]; !ok {
+			first[key{g.optimizer, g.batch}] = i
+		}
+	}
+	trial := func(g lrGrid) int {
+		if len(g.rates) == 1 {
+			return 1
+		}
+		return 0
+	}
+	slices.SortStableFunc(grids, func(a, b lrGrid) int {
+		return cmp.Or(cmp.Compare(first[key{a.optimizer, a.batch}], first[key{b.optimizer, b.batch}]), cmp.Compare(trial(a), trial(b)))
+	})
 	for i := range grids {
 		slices.SortFunc(grids[i].rates, func(a, b lrPoint) int { return cmp.Compare(a.rate, b.rate) })
 	}
@@ -174,10 +204,12 @@ func learningRateTable(groups []group, failed []failedRun, metrics []metric) str
 			continue
 		}
 		inside := "yes"
-		switch pick {
-		case 0:
+		switch {
+		case len(g.rates) == 1:
+			inside = "one rate: a trial beside the grid"
+		case pick == 0:
 			inside = "no: the lowest rate is best"
-		case len(g.rates) - 1:
+		case pick == len(g.rates)-1:
 			inside = "no: the highest rate is best"
 		}
 		p := g.rates[pick]
@@ -187,12 +219,14 @@ func learningRateTable(groups []group, failed []failedRun, metrics []metric) str
 	b.WriteString("\nA grid: the variations of one optimizer and global batch whose sweep.yaml settings differ in optim.lr alone " +
 		"(settings: those they share beyond what every variation sets). Each rate's figure is the mean over its seeds; " +
 		"the pick is the rate best on validation, and its test figure is the one to report. " +
-		"A pick at the lowest or highest rate tried is not bracketed: a further rate beyond it is needed before the pick stands.\n")
+		"A pick at the lowest or highest rate tried is not bracketed: a further rate beyond it is needed before the pick stands. " +
+		"A trial is a variation at one rate beside a grid of the same optimizer and batch, with other settings.\n")
 	return b.String()
 }
 
 // plotValidationVsRate draws each learning-rate grid's validation figure
-// against the rate (log scale), one line per grid, ± std over seeds: the
+// against the rate (log scale), one line per grid and a lone marker per
+// trial, ± std over seeds: the
 // picture of a probe, where a curve still rising at its last rate shows an
 // unbracketed pick. Rates far from the best (a diverged or dead network) sit
 // at the axis edge and say so in the legend; failed rates are named there.

@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -9,8 +10,9 @@ import (
 // TestLearningRateGrids: the variations of one optimizer and batch that
 // differ in optim.lr alone form a grid; the pick is the best mean validation
 // figure, a pick at either end of the grid is flagged, a failed rate counts
-// as tried (so a best rate just below a failed one is bracketed), and
-// variations with other settings form grids of their own.
+// as tried (so a best rate just below a failed one is bracketed), variations
+// with other settings form grids of their own, and a single rate with other
+// settings beside a grid of its optimizer and batch is a trial.
 func TestLearningRateGrids(t *testing.T) {
 	groups, failed := probeGroups()
 	md := learningRateTable(groups, failed, []metric{accuracyMetric})
@@ -20,13 +22,25 @@ func TestLearningRateGrids(t *testing.T) {
 		"| lars | 8192 |  | 2: 90.00, 10: 92.00 | 10 (lars-10) | 91.00 | no: the highest rate is best |",
 		"| lars | 8192 | optim.adapt_norm_bias=true | 3: 93.00, 30: 81.00 | 3 (lars-3-adapt) | 92.00 | no: the lowest rate is best |",
 		"| lamb | 8192 |  | 0.015: 91.00, 0.05: 92.50, 0.15: failed | 0.05 (lamb-0.05) | 92.00 | yes |",
+		"| lamb | 8192 | schedule.warmup_epochs=15 | 0.05: 93.00 | 0.05 (lamb-0.05-warm15) | 92.40 | one rate: a trial beside the grid |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("lacks\n%s\nin\n%s", want, md)
 		}
 	}
-	if strings.Contains(md, "| lamb | 128 |") || strings.Count(md, "\n| ") != 5 {
-		t.Errorf("a single rate is no grid; want the header and 4 grids:\n%s", md)
+	if strings.Contains(md, "| lamb | 128 |") || strings.Count(md, "\n| ") != 6 {
+		t.Errorf("a single rate is no grid, nor a trial without a grid of its optimizer and batch; want the header, 4 grids and 1 trial:\n%s", md)
+	}
+	// A trial listed first still follows its grid, and the other optimizers stay in their order.
+	trialFirst := append([]group{groups[len(groups)-2]}, groups...)
+	trialFirst = slices.Delete(trialFirst, len(trialFirst)-2, len(trialFirst)-1)
+	md2 := learningRateTable(trialFirst, failed, []metric{accuracyMetric})
+	if i, j, k := strings.Index(md2, "| lamb | 8192 |  |"), strings.Index(md2, "(lamb-0.05-warm15)"), strings.Index(md2, "| sgd | 8192 |"); i < 0 || j < i || k < j {
+		t.Errorf("want lamb's grid first (it appears first), then its trial, then sgd:\n%s", md2)
+	}
+	// A sweep without a grid has no trials either.
+	if md := learningRateTable(groups[len(groups)-2:], nil, []metric{accuracyMetric}); md != "" {
+		t.Errorf("trials without a grid:\n%s", md)
 	}
 	// Without validation figures, no pick: the test split never picks a rate.
 	for _, g := range groups {
@@ -107,7 +121,9 @@ func probeGroups() ([]group, []failedRun) {
 		// lamb at 8192: 0.05 best, 0.15 failed above it: inside.
 		g("lamb-0.015", []string{"optim.name=lamb", "optim.lr=0.015"}, run("lamb-0.015", "lamb", 8192, 1, 0.91, 0.91)),
 		g("lamb-0.05", []string{"optim.name=lamb", "optim.lr=0.05"}, run("lamb-0.05", "lamb", 8192, 1, 0.92, 0.925)),
-		// lamb at 128: one rate, no grid.
+		// lamb at 8192 with a longer warm-up at the grid's pick: a trial.
+		g("lamb-0.05-warm15", []string{"optim.name=lamb", "optim.lr=0.05", "schedule.warmup_epochs=15"}, run("lamb-0.05-warm15", "lamb", 8192, 1, 0.924, 0.93)),
+		// lamb at 128: one rate, no grid at its batch, so no trial either.
 		g("lamb-b128", []string{"optim.name=lamb", "optim.lr=0.003"}, run("lamb-b128", "lamb", 128, 1, 0.9, 0.9)),
 	}
 	failed := []failedRun{{variation: "lamb-0.15", seed: 1, optimizer: "lamb", globalBatch: 8192,
@@ -136,6 +152,7 @@ func TestPlotValidationVsRate(t *testing.T) {
 		">sgd @ 8192<",
 		">lars @ 8192 (optim.adapt_norm_bias=true); off the axis 100: 9.62<",
 		">lamb @ 8192; failed at 0.15<",
+		">lamb @ 8192 (schedule.warmup_epochs=15)<",
 	} {
 		if !strings.Contains(svg, want) {
 			t.Errorf("the plot lacks %q", want)
