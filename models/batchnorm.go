@@ -24,16 +24,23 @@ type normOp interface {
 // batch statistics; the evaluation graph's ops are switched to running
 // statistics by New.
 func (b *builder) batchNorm(x *G.Node, c int, name string) *G.Node {
-	return b.norm(x, c, false, name)
+	return b.norm(x, c, false, 1, name)
+}
+
+// batchNormZero is batchNorm with its scale starting at 0 instead of 1, so that
+// its output starts at the shift (0): a residual block's last BatchNorm under
+// model.zero_init_residual.
+func (b *builder) batchNormZero(x *G.Node, c int, name string) *G.Node {
+	return b.norm(x, c, false, 0, name)
 }
 
 // batchNormReLU is relu(batchNorm(x)), fused into one op on the fast path.
 func (b *builder) batchNormReLU(x *G.Node, c int, name string) *G.Node {
-	return b.norm(x, c, true, name)
+	return b.norm(x, c, true, 1, name)
 }
 
-func (b *builder) norm(x *G.Node, c int, relu bool, name string) *G.Node {
-	scale := b.param(name+".scale", optim.KindNorm, constant(1), 1, c, 1, 1)
+func (b *builder) norm(x *G.Node, c int, relu bool, scale0 float64, name string) *G.Node {
+	scale := b.param(name+".scale", optim.KindNorm, constant(scale0), 1, c, 1, 1)
 	shift := b.param(name+".shift", optim.KindNorm, zeros, 1, c, 1, 1)
 	var y *G.Node
 	var op normOp

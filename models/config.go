@@ -19,6 +19,9 @@ type Config struct {
 	BNEpsilon  float64 `mapstructure:"bn_epsilon" yaml:"bn_epsilon"`   // BatchNorm epsilon (default 1e-5)
 	Ops        string  `mapstructure:"ops" yaml:"ops"`                 // layer implementation: fast (default; conv, pooling, BatchNorm, LSTM, embedding) or gorgonia (the reference)
 	Precision  string  `mapstructure:"precision" yaml:"precision"`     // float32 (default) or float64 (graph and gradient exchange; parameters stay float32)
+	// resnet20/32/56: each residual block's last BatchNorm scale starts at 0, not 1
+	// (Goyal et al. 2017), so every block starts as its shortcut.
+	ZeroInitResidual bool `mapstructure:"zero_init_residual" yaml:"zero_init_residual"`
 }
 
 // Values of Config.Precision. With float64 the graph computes forward and
@@ -131,6 +134,9 @@ func (c Config) Problems() []problem.Problem {
 	ps.Positive("model.bn_epsilon", c.BNEpsilon)
 	ps.Need(c.Ops == "" || slices.Contains(OpsNames(), c.Ops), "model.ops", c.Ops,
 		"must be one of "+strings.Join(OpsNames(), ", ")+" (empty means "+OpsFast+")")
+	_, resnet := resnetBlocks[c.Name]
+	ps.Need(!c.ZeroInitResidual || resnet, "model.zero_init_residual", c.ZeroInitResidual,
+		"applies to the ResNets only (resnet20, resnet32, resnet56; model.name is "+c.Name+"): the other models have no residual blocks")
 	ps.Need(c.Precision == "" || slices.Contains(PrecisionNames(), c.Precision), "model.precision", c.Precision,
 		"must be one of "+strings.Join(PrecisionNames(), ", ")+" (empty means "+PrecisionFloat32+")")
 	return ps

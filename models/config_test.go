@@ -41,3 +41,19 @@ func TestConfigProblems(t *testing.T) {
 		t.Errorf("problems\n%q\nwant\n%q", got, want)
 	}
 }
+
+// TestZeroInitResidualProblems: the option is for the ResNets only.
+func TestZeroInitResidualProblems(t *testing.T) {
+	for name, ok := range map[string]bool{"resnet20": true, "resnet56": true, "lenet5": false, "charlstm": false} {
+		c := DefaultConfig()
+		c.Name, c.ZeroInitResidual = name, true
+		ps := c.Problems()
+		if ok && len(ps) > 0 {
+			t.Errorf("%s: %v", name, ps)
+		}
+		want := `model.zero_init_residual: true: applies to the ResNets only (resnet20, resnet32, resnet56; model.name is ` + name + `): the other models have no residual blocks`
+		if !ok && (len(ps) != 1 || ps[0].Error() != want) {
+			t.Errorf("%s: problems %v, want\n%s", name, ps, want)
+		}
+	}
+}

@@ -59,12 +59,16 @@ func fdCheck(t *testing.T, names []string, offsets, sizes []int, flat, grad []fl
 	t.Logf("largest |analytic - numeric| = %.3g", worst)
 }
 
-// checkModel runs the gradient check on a whole model built in float64.
-func checkModel(t *testing.T, cfg Config, in Input, batch int, perTensor int) {
+// checkModel runs the gradient check on a whole model built in float64, after
+// prepare (if any) has changed its initial parameters.
+func checkModel(t *testing.T, cfg Config, in Input, batch int, perTensor int, prepare ...func(n *Net)) {
 	t.Helper()
 	n, err := newNet(cfg, in, batch, 0, 3, tensor.Float64, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, f := range prepare {
+		f(n)
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	x := make([]float32, batch*numel(in.Shape))

@@ -35,10 +35,18 @@ func buildResNet(b *builder, x *G.Node, in Input, _ int) *G.Node {
 // basicBlock is ResNet's two-layer residual block: relu(bn(conv(relu(bn(conv(x)))))
 // + shortcut(x)). The shortcut is the identity, or, where the block changes the
 // shape, a 1×1 strided conv + BN (the paper's option B, as in torchvision).
-// Convolutions have no bias: the following BN's shift takes its place.
+// Convolutions have no bias: the following BN's shift takes its place. With
+// model.zero_init_residual the second BN's scale starts at 0 (Goyal et al. 2017,
+// section 5.1; torchvision's zero_init_residual), so that every block starts
+// as relu(shortcut(x)) and the network as a shallower one.
 func (b *builder) basicBlock(x *G.Node, cin, cout, stride int, name string) *G.Node {
 	h := b.batchNormReLU(b.conv2d(x, cin, cout, 3, stride, 1, false, name+".conv1"), cout, name+".bn1")
-	h = b.batchNorm(b.conv2d(h, cout, cout, 3, 1, 1, false, name+".conv2"), cout, name+".bn2")
+	h = b.conv2d(h, cout, cout, 3, 1, 1, false, name+".conv2")
+	if b.cfg.ZeroInitResidual {
+		h = b.batchNormZero(h, cout, name+".bn2")
+	} else {
+		h = b.batchNorm(h, cout, name+".bn2")
+	}
 	short := x
 	if stride != 1 || cin != cout {
 		short = b.batchNorm(b.conv2d(x, cin, cout, 1, stride, 0, false, name+".down.conv"), cout, name+".down.bn")

@@ -3,6 +3,8 @@ package models
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 
 	G "gorgonia.org/gorgonia"
@@ -174,6 +176,71 @@ func TestPredictUsesRunningStats(t *testing.T) {
 			if g := float64(got[e*in.Classes+k]); math.Abs(g-want) > 1e-5*(1+math.Abs(want)) {
 				t.Errorf("example %d class %d: logit %g, expected %g", e, k, g, want)
 			}
+		}
+	}
+}
+
+// TestGradResNet20ZeroInitResidual checks the gradients where the blocks'
+// second BatchNorm scales are 0. Their shifts are moved off 0 first: with both
+// at 0 each block adds nothing to its input, a previous ReLU's output, so many
+// of its ReLU's inputs sit exactly at the kink, where a central difference
+// gives half the one-sided slope.
+func TestGradResNet20ZeroInitResidual(t *testing.T) {
+	checkModel(t, Config{Name: "resnet20", ZeroInitResidual: true}, Input{Shape: []int{3, 8, 8}, Classes: 5, YLen: 1}, 3, 2, func(n *Net) {
+		rng := rand.New(rand.NewPCG(5, 6))
+		flat := n.flat.([]float64)
+		for i, p := range n.train.b.params {
+			if strings.HasSuffix(p.name, ".bn2.shift") {
+				for j := range numel(p.shape) {
+					flat[n.offsets[i]+j] = 0.2 * rng.NormFloat64()
+				}
+			}
+		}
+	})
+}
+
+// TestZeroInitResidual: each block's second BatchNorm scale starts at 0 and
+// every other scale at 1, so each block's residual branch outputs its shift
+// (0) and passes no gradient back: after one step its convolutions and first
+// BatchNorm have zero gradients, while its second BatchNorm, the shortcuts'
+// convolutions, the stem and the classifier have gradients. Without the
+// option nothing is zero.
+func TestZeroInitResidual(t *testing.T) {
+	in := Input{Shape: []int{1, 8, 8}, Classes: 5, YLen: 1}
+	for _, zero := range []bool{true, false} {
+		n, err := New(Config{Name: "resnet20", ZeroInitResidual: zero}, in, 4, 0, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, y := randomBatch(3, 4, in, false)
+		if _, err := n.Step(x, y); err != nil {
+			t.Fatal(err)
+		}
+		branch, blocks := 0, 0
+		for _, p := range n.Params() {
+			inBranch := strings.Contains(p.Name, ".conv1.") || strings.Contains(p.Name, ".conv2.") || strings.Contains(p.Name, ".bn1.")
+			if strings.HasPrefix(p.Name, "s") && strings.HasSuffix(p.Name, ".bn2.scale") {
+				blocks++
+				for _, v := range p.Value {
+					if (v != 0) == zero || (!zero && v != 1) {
+						t.Fatalf("zero_init_residual %v: %s starts at %v", zero, p.Name, v)
+					}
+				}
+			} else if strings.HasSuffix(p.Name, ".scale") && slices.ContainsFunc(p.Value, func(v float32) bool { return v != 1 }) {
+				t.Errorf("zero_init_residual %v: %s does not start at 1", zero, p.Name)
+			}
+			allZero := !slices.ContainsFunc(p.Grad, func(g float32) bool { return g != 0 })
+			if strings.HasPrefix(p.Name, "s") && inBranch {
+				branch++
+				if allZero != zero {
+					t.Errorf("zero_init_residual %v: %s's gradient all zero: %v", zero, p.Name, allZero)
+				}
+			} else if allZero {
+				t.Errorf("zero_init_residual %v: %s has no gradient", zero, p.Name)
+			}
+		}
+		if blocks != 9 || branch != 9*4 {
+			t.Errorf("found %d blocks and %d branch tensors, want 9 and 36", blocks, branch)
 		}
 	}
 }
