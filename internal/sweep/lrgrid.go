@@ -224,9 +224,13 @@ func learningRateTable(groups []group, failed []failedRun, metrics []metric) str
 	return b.String()
 }
 
+// trialDodge is how far each further trial at a rate is drawn to the right of
+// it, as a fraction of the rate axis: about two markers' width.
+const trialDodge = 0.015
+
 // plotValidationVsRate draws each learning-rate grid's validation figure
 // against the rate (log scale), one line per grid and a lone marker per
-// trial, ± std over seeds: the
+// trial (drawn a little right of its rate), ± std over seeds: the
 // picture of a probe, where a curve still rising at its last rate shows an
 // unbracketed pick. Rates far from the best (a diverged or dead network) sit
 // at the axis edge and say so in the legend; failed rates are named there.
@@ -248,14 +252,23 @@ func plotValidationVsRate(name string, groups []group, failed []failedRun) (*fig
 		rates    []string // each point's rate as the table writes it
 		std      []float64
 		failures []string
+		dodge    int // the how-manieth trial at its rate, 0 for a grid
 	}
 	var curves []curve
 	var ys []float64
 	minX, maxX := math.Inf(1), math.Inf(-1)
+	trialsAt := map[float64]int{} // trials drawn so far at each rate
 	for _, g := range grids {
 		c := curve{label: g.optimizer + " @ " + strconv.Itoa(g.batch)}
 		if g.settings != "" {
 			c.label += " (" + g.settings + ")"
+		}
+		// A trial sits at a rate of its grid, often the pick: each is moved a
+		// little to the right so that it does not hide under the grid's marker.
+		if len(g.rates) == 1 {
+			trialsAt[g.rates[0].rate]++
+			c.dodge = trialsAt[g.rates[0].rate]
+			c.label += " at " + strconv.FormatFloat(g.rates[0].rate, 'g', -1, 64)
 		}
 		for _, pt := range g.rates {
 			rate := strconv.FormatFloat(pt.rate, 'g', -1, 64)
@@ -277,6 +290,12 @@ func plotValidationVsRate(name string, groups []group, failed []failedRun) (*fig
 	}
 	if len(ys) == 0 {
 		return nil, nil
+	}
+	p.X.Min, p.X.Max = minX-math.Log10(1.5), maxX+math.Log10(1.5)
+	for _, c := range curves {
+		for j := range c.xy {
+			c.xy[j].X += float64(c.dodge) * trialDodge * (p.X.Max - p.X.Min)
+		}
 	}
 	limit, inside := bandLimit(ys, acc)
 	lo, hi := math.Inf(1), math.Inf(-1)
@@ -326,7 +345,6 @@ func plotValidationVsRate(name string, groups []group, failed []failedRun) (*fig
 			return nil, err
 		}
 	}
-	p.X.Min, p.X.Max = minX-math.Log10(1.5), maxX+math.Log10(1.5)
 	p.X.Tick.Marker = log10Ticks{}
 	return render(p, leg)
 }

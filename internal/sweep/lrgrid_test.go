@@ -152,7 +152,7 @@ func TestPlotValidationVsRate(t *testing.T) {
 		">sgd @ 8192<",
 		">lars @ 8192 (optim.adapt_norm_bias=true); off the axis 100: 9.62<",
 		">lamb @ 8192; failed at 0.15<",
-		">lamb @ 8192 (schedule.warmup_epochs=15)<",
+		">lamb @ 8192 (schedule.warmup_epochs=15) at 0.05<",
 	} {
 		if !strings.Contains(svg, want) {
 			t.Errorf("the plot lacks %q", want)

@@ -498,6 +498,9 @@ func addLinePoints(p *plot.Plot, leg *legend, i int, name string, xy plotter.XYs
 		return fmt.Errorf("variation %s: %w", name, err)
 	}
 	line.LineStyle, points.GlyphStyle = style(i)
+	if len(xy) == 1 {
+		points.GlyphStyle.Radius *= 1.5 // a lone point has no line to find it by
+	}
 	p.Add(line, points)
 	leg.Add(name, line, points)
 	return nil
