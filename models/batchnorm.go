@@ -27,18 +27,14 @@ func (b *builder) batchNorm(x *G.Node, c int, name string) *G.Node {
 	return b.norm(x, c, false, 1, name)
 }
 
-// batchNormZero is batchNorm with its scale starting at 0 instead of 1, so that
-// its output starts at the shift (0): a residual block's last BatchNorm under
-// model.zero_init_residual.
-func (b *builder) batchNormZero(x *G.Node, c int, name string) *G.Node {
-	return b.norm(x, c, false, 0, name)
-}
-
 // batchNormReLU is relu(batchNorm(x)), fused into one op on the fast path.
 func (b *builder) batchNormReLU(x *G.Node, c int, name string) *G.Node {
 	return b.norm(x, c, true, 1, name)
 }
 
+// norm is BatchNorm(+ReLU) with its scale starting at scale0 (1, or 0 for a
+// residual block's last BatchNorm under model.zero_init_residual) and its
+// shift at 0.
 func (b *builder) norm(x *G.Node, c int, relu bool, scale0 float64, name string) *G.Node {
 	scale := b.param(name+".scale", optim.KindNorm, constant(scale0), 1, c, 1, 1)
 	shift := b.param(name+".shift", optim.KindNorm, zeros, 1, c, 1, 1)

@@ -41,12 +41,11 @@ func buildResNet(b *builder, x *G.Node, in Input, _ int) *G.Node {
 // as relu(shortcut(x)) and the network as a shallower one.
 func (b *builder) basicBlock(x *G.Node, cin, cout, stride int, name string) *G.Node {
 	h := b.batchNormReLU(b.conv2d(x, cin, cout, 3, stride, 1, false, name+".conv1"), cout, name+".bn1")
-	h = b.conv2d(h, cout, cout, 3, 1, 1, false, name+".conv2")
+	scale0 := 1.0
 	if b.cfg.ZeroInitResidual {
-		h = b.batchNormZero(h, cout, name+".bn2")
-	} else {
-		h = b.batchNorm(h, cout, name+".bn2")
+		scale0 = 0
 	}
+	h = b.norm(b.conv2d(h, cout, cout, 3, 1, 1, false, name+".conv2"), cout, false, scale0, name+".bn2")
 	short := x
 	if stride != 1 || cin != cout {
 		short = b.batchNorm(b.conv2d(x, cin, cout, 1, stride, 0, false, name+".down.conv"), cout, name+".down.bn")

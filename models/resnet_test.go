@@ -221,10 +221,12 @@ func TestZeroInitResidual(t *testing.T) {
 			inBranch := strings.Contains(p.Name, ".conv1.") || strings.Contains(p.Name, ".conv2.") || strings.Contains(p.Name, ".bn1.")
 			if strings.HasPrefix(p.Name, "s") && strings.HasSuffix(p.Name, ".bn2.scale") {
 				blocks++
-				for _, v := range p.Value {
-					if (v != 0) == zero || (!zero && v != 1) {
-						t.Fatalf("zero_init_residual %v: %s starts at %v", zero, p.Name, v)
-					}
+				want := float32(1)
+				if zero {
+					want = 0
+				}
+				if slices.ContainsFunc(p.Value, func(v float32) bool { return v != want }) {
+					t.Fatalf("zero_init_residual %v: %s does not start at %v: %v", zero, p.Name, want, p.Value)
 				}
 			} else if strings.HasSuffix(p.Name, ".scale") && slices.ContainsFunc(p.Value, func(v float32) bool { return v != 1 }) {
 				t.Errorf("zero_init_residual %v: %s does not start at 1", zero, p.Name)
