@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -110,8 +111,20 @@ func inspect(r Run, dir string) (state, error) {
 // configDiff lists the keys whose values differ, as "key: old in the run, new in
 // the sweep". Configs are compared through their YAML form, which is what
 // config.yaml holds, so that nil and empty lists compare equal.
+//
+// Sections that a run reads only under a setting (unreadSections) are left out
+// when neither config has it: a default changed there since the run finished
+// does not change what the run did.
 func configDiff(old, cur configs.Config) []string {
 	a, b := flatConfig(old), flatConfig(cur)
+	for _, u := range unreadSections {
+		if u.reads(old) || u.reads(cur) {
+			continue
+		}
+		for _, m := range []map[string]string{a, b} {
+			maps.DeleteFunc(m, func(k, _ string) bool { return strings.HasPrefix(k, u.prefix) })
+		}
+	}
 	var keys []string
 	for k := range a {
 		keys = append(keys, k)
@@ -129,6 +142,15 @@ func configDiff(old, cur configs.Config) []string {
 		}
 	}
 	return diff
+}
+
+// unreadSections are the config sections that training reads only when a
+// setting selects them.
+var unreadSections = []struct {
+	prefix string
+	reads  func(configs.Config) bool
+}{
+	{"layer_parallel.", func(c configs.Config) bool { return c.Train.Mode == configs.TrainModeLayerParallel }},
 }
 
 func flatConfig(c configs.Config) map[string]string {

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gradwire/gradwire/configs"
 	"github.com/gradwire/gradwire/internal/atomicfile"
 	"github.com/gradwire/gradwire/internal/train"
 )
@@ -98,7 +99,7 @@ func Report(dir string, warn io.Writer) (*Result, error) {
 		name = rec.Name
 	}
 	if rec != nil {
-		drift, err := recordDrift(rec)
+		drift, err := recordDrift(rec, dir)
 		switch {
 		case err != nil:
 			fmt.Fprintf(warn, "report: cannot compare %s with the sweep file it names: %v\n", filepath.Join(dir, recordFile), err)
@@ -757,7 +758,10 @@ func ratioDecimals(v []float64) int {
 // gone; an error when it is there but does not load). The report follows
 // sweep.yaml, so a variation added to the file since the sweep last ran would
 // otherwise go unmentioned: neither reported nor listed as not finished.
-func recordDrift(rec *Record) (string, error) {
+// Runs in dir of the variations that still agree are compared with the config
+// the file gives them now, which catches an edited base config (the record
+// holds only its path).
+func recordDrift(rec *Record, dir string) (string, error) {
 	if rec.Source == "" {
 		return "", nil
 	}
@@ -796,6 +800,30 @@ func recordDrift(rec *Record) (string, error) {
 		if len(l.names) > 0 {
 			parts = append(parts, l.what+": "+strings.Join(l.names, ", "))
 		}
+	}
+	var stale []string
+	for _, r := range s.Runs {
+		if slices.Contains(added, r.Variation) || slices.Contains(changed, r.Variation) {
+			continue
+		}
+		cfgPath := filepath.Join(r.Dir(dir), "config.yaml")
+		if _, err := os.Stat(cfgPath); err != nil {
+			continue
+		}
+		trained, err := configs.Load(cfgPath, nil)
+		if err != nil {
+			return "", err
+		}
+		if diff := configDiff(trained, r.Config); len(diff) > 0 {
+			more := ""
+			if len(diff) > 1 {
+				more = fmt.Sprintf(" and %d more", len(diff)-1)
+			}
+			stale = append(stale, fmt.Sprintf("%s/seed-%d (%s%s)", r.Variation, r.Seed, diff[0], more))
+		}
+	}
+	if len(stale) > 0 {
+		parts = append(parts, "runs trained with another config than the file gives them now: "+strings.Join(stale, ", "))
 	}
 	return strings.Join(parts, "; "), nil
 }

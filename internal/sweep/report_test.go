@@ -482,3 +482,30 @@ func TestReportNamesAChangedSweepFile(t *testing.T) {
 		t.Errorf("warnings %q do not say the sweep file fails to load", w)
 	}
 }
+
+// TestReportNamesAnEditedBaseConfig: sweep.yaml records the base config's
+// path, not its content, so an edit to the base file is found by comparing
+// the finished runs' config.yaml with what the sweep file gives them now.
+func TestReportNamesAnEditedBaseConfig(t *testing.T) {
+	path := tinySweep(t, "")
+	results := t.TempDir()
+	executeSweep(t, path, results)
+	dir := filepath.Join(results, "tiny")
+	var warn strings.Builder
+	if _, err := Report(dir, &warn); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(warn.String(), "has changed") {
+		t.Fatalf("warned of a change before any edit: %q", warn.String())
+	}
+	base := filepath.Join(filepath.Dir(filepath.Dir(path)), "configs", "tiny.yaml")
+	writeFile(t, base, strings.Replace(tinyBase, "batch_size: 8", "batch_size: 16", 1))
+	warn.Reset()
+	if _, err := Report(dir, &warn); err != nil {
+		t.Fatal(err)
+	}
+	want := "(runs trained with another config than the file gives them now: dense/seed-1 (data.batch_size: 8 in the run, 16 in the sweep), dense/seed-2 (data.batch_size: 8 in the run, 16 in the sweep), topk/seed-1"
+	if !strings.Contains(warn.String(), want) {
+		t.Errorf("warnings %q lack %q", warn.String(), want)
+	}
+}

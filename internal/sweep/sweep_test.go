@@ -13,10 +13,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gradwire/gradwire/configs"
 	"github.com/gradwire/gradwire/internal/datatest"
 	"github.com/gradwire/gradwire/internal/train"
 )
@@ -793,5 +795,32 @@ variations:
 	writeFile(t, filepath.Join(dst, "summary.json"), "{}\n")
 	if copied, err := copyRun(src, dst, s.Runs[0], "picks"); err != nil || copied || readFile(t, filepath.Join(dst, "summary.json")) != "{}\n" {
 		t.Errorf("copy onto a finished run: copied %v, %v", copied, err)
+	}
+}
+
+// TestConfigDiffLeavesOutUnreadSections: a changed layer_parallel default does
+// not disown a run that never read the section, and still counts when either
+// config trains layer-parallel.
+func TestConfigDiffLeavesOutUnreadSections(t *testing.T) {
+	old := configs.Default()
+	cur := configs.Default()
+	cur.LayerParallel.Rho = old.LayerParallel.Rho * 2
+	if d := configDiff(old, cur); len(d) != 0 {
+		t.Errorf("data-parallel runs differ only in layer_parallel, got %q", d)
+	}
+	cur.Train.Mode = configs.TrainModeLayerParallel
+	d := configDiff(old, cur)
+	want := fmt.Sprintf("layer_parallel.rho: %v in the run, %v in the sweep", old.LayerParallel.Rho, cur.LayerParallel.Rho)
+	if !slices.Contains(d, want) {
+		t.Errorf("diff %q lacks %q", d, want)
+	}
+	old.Train.Mode = configs.TrainModeLayerParallel
+	if d := configDiff(old, cur); !slices.Equal(d, []string{want}) {
+		t.Errorf("layer-parallel runs: diff %q, want [%q]", d, want)
+	}
+	cur.Optim.LR = old.Optim.LR * 2
+	old.Train.Mode, cur.Train.Mode = configs.TrainModeSerial, configs.TrainModeSerial
+	if d := configDiff(old, cur); len(d) != 1 || !strings.HasPrefix(d[0], "optim.lr: ") {
+		t.Errorf("a read key that differs: diff %q, want optim.lr's alone", d)
 	}
 }
