@@ -229,47 +229,40 @@ func Execute(ctx context.Context, s *Sweep, opts Options) error {
 	} else {
 		fmt.Fprintf(progress, "sweep %s: %d runs (%d done%s) in %s\n", s.Name, len(s.Runs), done, copies, dir)
 	}
-	inv := newInvocation(opts.Command, time.Now())
-	inv.Skipped = done
-	t0 := time.Now()
-	// The line is written now and after every run, so that an invocation
-	// killed outright (no deferred code runs) still leaves its record.
-	var record func() error
-	if opts.Command != "" {
-		line := -1
-		record = func() error {
-			inv.WallSeconds = time.Since(t0).Seconds()
-			var err error
-			line, err = recordInvocation(dir, inv, line)
-			return err
-		}
-		inv.Running = true
-		if err := record(); err != nil {
-			return err
-		}
+	entry := &invocationLog{inv: newInvocation(opts.Command, time.Now()), dir: dir, t0: time.Now(), line: -1, write: opts.Command != ""}
+	entry.inv.Skipped = done
+	// The line is written now, after every run and every heartbeat while a
+	// run trains, so that an invocation killed outright (no deferred code
+	// runs) still leaves its record, up to its last beat.
+	if err := entry.update(func(inv *Invocation) { inv.Running = true }); err != nil {
+		return err
 	}
-	err = execute(ctx, s, opts, dir, states, &inv, record, progress)
-	if record != nil {
-		inv.Running = false
-		if werr := record(); werr != nil {
-			err = errors.Join(err, werr)
-		}
+	stop := entry.heartbeat(invocationHeartbeat)
+	err = execute(ctx, s, opts, dir, states, entry, progress)
+	stop()
+	if werr := entry.update(func(inv *Invocation) { inv.Running = false }); werr != nil {
+		err = errors.Join(err, werr)
 	}
 	return err
 }
 
-// execute trains the runs that are not done, counting them in inv.
-// record, when not nil, rewrites the invocation's line after each run.
-func execute(ctx context.Context, s *Sweep, opts Options, dir string, states []state, inv *Invocation, record func() error, progress io.Writer) error {
+// invocationHeartbeat is how often a sweep rewrites its invocations.jsonl
+// line while a run trains.
+var invocationHeartbeat = time.Minute
+
+// execute trains the runs that are not done, counting them in entry, which
+// records the invocation's line after each run.
+func execute(ctx context.Context, s *Sweep, opts Options, dir string, states []state, entry *invocationLog, progress io.Writer) error {
 	n := len(s.Runs)
 	var failed []error
 	est := newETA(s.Runs, states)
 	if left, ok := est.left(s.Runs, states, 0); ok {
 		fmt.Fprintf(progress, "%s\n", etaText(left, time.Now()))
 	}
+	interrupted := func(inv *Invocation) { inv.Interrupted = true }
 	for i, r := range s.Runs {
 		if err := ctx.Err(); err != nil {
-			inv.Interrupted = true
+			entry.set(interrupted)
 			return fmt.Errorf("interrupted before %s seed %d; rerun gradwire sweep --config %s to continue", r.Variation, r.Seed, s.Path)
 		}
 		tag := fmt.Sprintf("[%d/%d] %s seed %d", r.Index, n, r.Variation, r.Seed)
@@ -287,11 +280,10 @@ func execute(ctx context.Context, s *Sweep, opts Options, dir string, states []s
 				fmt.Fprintf(progress, "%s: skipped (done)\n", tag)
 				continue
 			}
-			inv.Copied = append(inv.Copied, CopiedRun{Run: r.Variation + "/seed-" + strconv.FormatInt(r.Seed, 10), From: filepath.ToSlash(st.copyFrom)})
-			if record != nil {
-				if err := record(); err != nil {
-					return err
-				}
+			if err := entry.update(func(inv *Invocation) {
+				inv.Copied = append(inv.Copied, CopiedRun{Run: r.Variation + "/seed-" + strconv.FormatInt(r.Seed, 10), From: filepath.ToSlash(st.copyFrom)})
+			}); err != nil {
+				return err
 			}
 			fmt.Fprintf(progress, "%s: copied from %s (finished there with the same config)\n", tag, filepath.ToSlash(st.copyFrom))
 			continue
@@ -307,20 +299,21 @@ func execute(ctx context.Context, s *Sweep, opts Options, dir string, states []s
 			return err
 		}
 		t0 := time.Now()
-		inv.Trained++
+		entry.set(func(inv *Invocation) { inv.Trained++ })
 		sum, err := runOne(ctx, s, r, r.Dir(dir), st.resume)
-		if record != nil && !errors.Is(err, context.Canceled) {
-			if err := record(); err != nil {
-				return err
-			}
-		}
 		if errors.Is(err, context.Canceled) {
-			inv.Interrupted = true
+			entry.set(interrupted)
 			return fmt.Errorf("interrupted during %s seed %d (checkpointed where it stopped); rerun gradwire sweep --config %s to continue", r.Variation, r.Seed, s.Path)
+		}
+		if werr := entry.update(func(inv *Invocation) {
+			if err != nil {
+				inv.Failed++
+			}
+		}); werr != nil {
+			return werr
 		}
 		if err != nil {
 			// A diverged run is a result too: note it and go on with the others.
-			inv.Failed++
 			if werr := writeFailure(r.Dir(dir), err); werr != nil {
 				return errors.Join(err, werr)
 			}

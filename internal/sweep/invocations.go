@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gradwire/gradwire/internal/atomicfile"
@@ -37,14 +38,83 @@ type Invocation struct {
 	Copied      []CopiedRun `json:"copied,omitempty"`
 	Interrupted bool        `json:"interrupted,omitempty"`
 	// Running marks a line written while the invocation works: it is
-	// rewritten after every run and completed at the end, so an invocation
-	// that was killed leaves its line as of its last finished run.
+	// rewritten after every run and every invocationHeartbeat while a run
+	// trains, and completed at the end, so an invocation that was killed
+	// leaves its line as of its last beat (Trained counting the run it was
+	// training).
 	Running bool `json:"running,omitempty"`
 }
 
 func newInvocation(command string, started time.Time) Invocation {
 	return Invocation{Command: command, Version: version.String(), GoVersion: version.GoVersion(),
 		BLAS: models.BLAS, Machine: version.Machine(), Started: started.UTC().Format(time.RFC3339)}
+}
+
+// invocationLog is one invocation's line in invocations.jsonl and the counts
+// it holds, shared by the sweep's loop and its heartbeat.
+type invocationLog struct {
+	mu    sync.Mutex
+	inv   Invocation
+	dir   string
+	t0    time.Time
+	line  int  // the line's index once written, -1 before
+	write bool // false: counted, not recorded (no command given)
+}
+
+// set changes the counts without writing the line.
+func (l *invocationLog) set(f func(*Invocation)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f(&l.inv)
+}
+
+// update changes the counts (f may be nil) and rewrites the line with the
+// wall time so far.
+func (l *invocationLog) update(f func(*Invocation)) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if f != nil {
+		f(&l.inv)
+	}
+	if !l.write {
+		return nil
+	}
+	l.inv.WallSeconds = time.Since(l.t0).Seconds()
+	line, err := recordInvocation(l.dir, l.inv, l.line)
+	if err != nil {
+		return err
+	}
+	l.line = line
+	return nil
+}
+
+// heartbeat rewrites the line every interval until the returned stop is
+// called, so that a killed invocation's wall time is not lost with the run it
+// was training. A failed beat is left to the next update to report.
+func (l *invocationLog) heartbeat(interval time.Duration) (stop func()) {
+	if !l.write {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = l.update(nil)
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		wg.Wait()
+	}
 }
 
 // recordInvocation writes inv's line into dir's invocations.jsonl at index
@@ -124,7 +194,7 @@ func provenance(invs []Invocation, runWall float64) string {
 		state := ""
 		switch {
 		case inv.Running:
-			state = ", as of its last finished run (it ended without completing its record: killed, or still running)"
+			state = ", as of its last record (it ended without completing it: killed, or still running; a run it was training counts as trained)"
 		case inv.Interrupted:
 			state = ", interrupted"
 		}
