@@ -83,17 +83,15 @@ func positionText(at train.CheckpointPosition) string {
 // file would silently mix old results into the new table.
 func inspect(r Run, dir string) (state, error) {
 	var st state
-	cfgPath := filepath.Join(dir, "config.yaml")
-	if _, err := os.Stat(cfgPath); errors.Is(err, os.ErrNotExist) {
-		return st, nil // nothing there yet (or a run killed before it wrote anything)
-	}
-	old, err := configs.Load(cfgPath, nil)
-	if err != nil {
+	diff, found, err := trainedConfigDiff(r, dir)
+	switch {
+	case err != nil:
 		return st, fmt.Errorf("run %s seed %d: %w", r.Variation, r.Seed, err)
-	}
-	if diff := configDiff(old, r.Config); len(diff) > 0 {
+	case !found:
+		return st, nil // nothing there yet (or a run killed before it wrote anything)
+	case len(diff) > 0:
 		return st, fmt.Errorf("run %s seed %d: %s was trained with a different config than the sweep gives it now (%s); delete %s to retrain it, or give the changed variation a new name",
-			r.Variation, r.Seed, cfgPath, strings.Join(diff, "; "), dir)
+			r.Variation, r.Seed, filepath.Join(dir, "config.yaml"), strings.Join(diff, "; "), dir)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "summary.json")); err == nil {
 		st.done = true
@@ -106,6 +104,20 @@ func inspect(r Run, dir string) (state, error) {
 		return st, fmt.Errorf("run %s seed %d: %w", r.Variation, r.Seed, err)
 	}
 	return st, nil
+}
+
+// trainedConfigDiff compares the config.yaml in a run's folder with the
+// config the sweep gives the run now; found is false when there is none.
+func trainedConfigDiff(r Run, dir string) (diff []string, found bool, err error) {
+	cfgPath := filepath.Join(dir, "config.yaml")
+	if _, err := os.Stat(cfgPath); errors.Is(err, os.ErrNotExist) {
+		return nil, false, nil
+	}
+	old, err := configs.Load(cfgPath, nil)
+	if err != nil {
+		return nil, true, err
+	}
+	return configDiff(old, r.Config), true, nil
 }
 
 // configDiff lists the keys whose values differ, as "key: old in the run, new in
@@ -231,9 +243,9 @@ func Execute(ctx context.Context, s *Sweep, opts Options) error {
 	}
 	entry := &invocationLog{inv: newInvocation(opts.Command, time.Now()), dir: dir, t0: time.Now(), line: -1, write: opts.Command != ""}
 	entry.inv.Skipped = done
-	// The line is written now, after every run and every heartbeat while a
-	// run trains, so that an invocation killed outright (no deferred code
-	// runs) still leaves its record, up to its last beat.
+	// The line is written now, after every run and every heartbeat, so that
+	// an invocation killed outright (no deferred code runs) still leaves its
+	// record, up to its last beat.
 	if err := entry.update(func(inv *Invocation) { inv.Running = true }); err != nil {
 		return err
 	}

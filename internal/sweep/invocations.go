@@ -38,8 +38,8 @@ type Invocation struct {
 	Copied      []CopiedRun `json:"copied,omitempty"`
 	Interrupted bool        `json:"interrupted,omitempty"`
 	// Running marks a line written while the invocation works: it is
-	// rewritten after every run and every invocationHeartbeat while a run
-	// trains, and completed at the end, so an invocation that was killed
+	// rewritten after every run and every invocationHeartbeat, and
+	// completed at the end, so an invocation that was killed
 	// leaves its line as of its last beat (Trained counting the run it was
 	// training).
 	Running bool `json:"running,omitempty"`

@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gradwire/gradwire/configs"
 	"github.com/gradwire/gradwire/internal/atomicfile"
 	"github.com/gradwire/gradwire/internal/train"
 )
@@ -758,8 +757,8 @@ func ratioDecimals(v []float64) int {
 // gone; an error when it is there but does not load). The report follows
 // sweep.yaml, so a variation added to the file since the sweep last ran would
 // otherwise go unmentioned: neither reported nor listed as not finished.
-// Runs in dir of the variations that still agree are compared with the config
-// the file gives them now, which catches an edited base config (the record
+// Runs in dir (finished or not) of the variations that still agree are
+// compared with the config the file gives them now, which catches an edited base config (the record
 // holds only its path).
 func recordDrift(rec *Record, dir string) (string, error) {
 	if rec.Source == "" {
@@ -801,20 +800,17 @@ func recordDrift(rec *Record, dir string) (string, error) {
 			parts = append(parts, l.what+": "+strings.Join(l.names, ", "))
 		}
 	}
-	var stale []string
+	var stale, broken []string
 	for _, r := range s.Runs {
 		if slices.Contains(added, r.Variation) || slices.Contains(changed, r.Variation) {
 			continue
 		}
-		cfgPath := filepath.Join(r.Dir(dir), "config.yaml")
-		if _, err := os.Stat(cfgPath); err != nil {
-			continue
-		}
-		trained, err := configs.Load(cfgPath, nil)
-		if err != nil {
-			return "", err
-		}
-		if diff := configDiff(trained, r.Config); len(diff) > 0 {
+		diff, _, err := trainedConfigDiff(r, r.Dir(dir))
+		switch {
+		case err != nil:
+			// One damaged run folder does not hide the others' drift.
+			broken = append(broken, fmt.Sprintf("%s/seed-%d (%s)", r.Variation, r.Seed, strings.ReplaceAll(err.Error(), "\n", "; ")))
+		case len(diff) > 0:
 			more := ""
 			if len(diff) > 1 {
 				more = fmt.Sprintf(" and %d more", len(diff)-1)
@@ -824,6 +820,9 @@ func recordDrift(rec *Record, dir string) (string, error) {
 	}
 	if len(stale) > 0 {
 		parts = append(parts, "runs trained with another config than the file gives them now: "+strings.Join(stale, ", "))
+	}
+	if len(broken) > 0 {
+		parts = append(parts, "runs whose config.yaml does not load: "+strings.Join(broken, ", "))
 	}
 	return strings.Join(parts, "; "), nil
 }

@@ -508,4 +508,17 @@ func TestReportNamesAnEditedBaseConfig(t *testing.T) {
 	if !strings.Contains(warn.String(), want) {
 		t.Errorf("warnings %q lack %q", warn.String(), want)
 	}
+	// A damaged config.yaml is named with its error; the other runs' drift
+	// is still reported.
+	bad := filepath.Join(dir, "runs", "topk", "seed-2", "config.yaml")
+	writeFile(t, bad, "optim: [not, a, map\n")
+	warn.Reset()
+	if _, err := Report(dir, &warn); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"dense/seed-1 (data.batch_size: 8 in the run, 16 in the sweep)", "; runs whose config.yaml does not load: topk/seed-2 (", bad} {
+		if !strings.Contains(warn.String(), want) {
+			t.Errorf("warnings %q lack %q", warn.String(), want)
+		}
+	}
 }
