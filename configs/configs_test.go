@@ -335,6 +335,20 @@ func TestLoadErrors(t *testing.T) {
 			sets: []string{"schedule.warmup_epochs=6"},
 			want: []string{`schedule.warmup_epochs: 6: must be in [0, train.epochs] = [0, 5]`},
 		},
+		{
+			// The file's key broke a rule because of a --set key: the
+			// message says which value came from --set.
+			name: "file key against a set key",
+			file: "data:\n  global_batch: 128\n",
+			sets: []string{"dist.workers=3"},
+			want: []string{"FILE:2: data.global_batch: 128: must split evenly over dist.workers=3 (a multiple of 3) (dist.workers given by --set)"},
+		},
+		{
+			name: "default key against a set key",
+			file: "schedule:\n  warmup_epochs: 3\n",
+			sets: []string{"train.epochs=2"},
+			want: []string{"FILE:2: schedule.warmup_epochs: 3: must be in [0, train.epochs] = [0, 2] (train.epochs given by --set)"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

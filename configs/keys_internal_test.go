@@ -47,3 +47,26 @@ func TestRunNamesCannotLeaveRuns(t *testing.T) {
 		t.Fatalf("name from %q = %q (%v), want my-run-v2-", path, c.Name, err)
 	}
 }
+
+// TestMentionsWholeKeys: a rule's message names a --set key only where the
+// key stands whole, not as the start of a longer key.
+func TestMentionsWholeKeys(t *testing.T) {
+	for _, tt := range []struct {
+		text, key string
+		want      bool
+	}{
+		{"must split evenly over dist.workers=3", "dist.workers", true},
+		{"needs dist.workers.", "dist.workers", true},
+		{"(dist.workers)", "dist.workers", true},
+		{"dist.workers", "dist.workers", true},
+		{"needs dist.workers_per_node 2", "dist.workers", false},
+		{"needs dist.workers.extra 2", "dist.workers", false},
+		{"needs xdist.workers 2", "dist.workers", false},
+		{"optim.lr_scale, then optim.lr 0.1", "optim.lr", true},
+		{"optim.lr_scale only", "optim.lr", false},
+	} {
+		if got := mentions(tt.text, tt.key); got != tt.want {
+			t.Errorf("mentions(%q, %q) = %v, want %v", tt.text, tt.key, got, tt.want)
+		}
+	}
+}

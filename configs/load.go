@@ -91,15 +91,53 @@ func Load(path string, sets []string) (Config, error) {
 		case fromSet[p.Key]:
 			errs = append(errs, fmt.Errorf("--set: %w", &p))
 		case path != "" && v.InConfig(p.Key):
-			errs = append(errs, fmt.Errorf("%s: %w", at.of(p.Key), &p))
+			errs = append(errs, fmt.Errorf("%s: %w%s", at.of(p.Key), &p, setPartners(p, fromSet)))
 		default:
-			errs = append(errs, &p)
+			errs = append(errs, fmt.Errorf("%w%s", &p, setPartners(p, fromSet)))
 		}
 	}
 	if len(errs) > 0 {
 		return Config{}, errors.Join(errs...)
 	}
 	return c, nil
+}
+
+// setPartners names the --set keys that a rule between keys mentions, for a
+// problem reported at another key (the file's, or a default): the value that
+// broke the rule may be the --set one, so the message says where it came from.
+func setPartners(p problem.Problem, fromSet map[string]bool) string {
+	var keys []string
+	for key := range fromSet {
+		if key != p.Key && mentions(p.Want, key) {
+			keys = append(keys, key)
+		}
+	}
+	if len(keys) == 0 {
+		return ""
+	}
+	slices.Sort(keys)
+	return " (" + strings.Join(keys, ", ") + " given by --set)"
+}
+
+// mentions reports whether text names key as a whole key: "dist.workers" is
+// not mentioned by "dist.workers_per_node".
+func mentions(text, key string) bool {
+	keyChar := func(b byte) bool {
+		return b == '.' || b == '_' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9'
+	}
+	for i := 0; ; {
+		j := strings.Index(text[i:], key)
+		if j < 0 {
+			return false
+		}
+		start, end := i+j, i+j+len(key)
+		// A full stop after the key ends a sentence, not a longer key.
+		after := end == len(text) || !keyChar(text[end]) || text[end] == '.' && (end+1 == len(text) || !keyChar(text[end+1]))
+		if (start == 0 || !keyChar(text[start-1])) && after {
+			return true
+		}
+		i = start + 1
+	}
 }
 
 // unsafeRun matches what a file name may hold but a run name may not.
