@@ -1,0 +1,122 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gradwire/gradwire/configs"
+)
+
+// readme is the repository's README, read from this package's folder.
+func readme(t *testing.T) (text, root string) {
+	t.Helper()
+	root = filepath.Join("..", "..")
+	raw, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(raw), root
+}
+
+// TestReadmeLinksAndPathsExist: every relative link and every repository path
+// the README quotes (`experiments/...`, `configs/...`) names a file or folder
+// that exists, so a renamed file or a results folder that was never committed
+// shows up here instead of in a reader's browser.
+func TestReadmeLinksAndPathsExist(t *testing.T) {
+	text, root := readme(t)
+	var targets []string
+	for _, m := range regexp.MustCompile(`\]\(([^)\s]+)\)`).FindAllStringSubmatch(text, -1) {
+		target, _, _ := strings.Cut(m[1], "#")
+		if target == "" || strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+			continue
+		}
+		targets = append(targets, target)
+	}
+	quoted := regexp.MustCompile("`((?:cmd|configs|experiments|models|data|optim|dist|compress|internal|\\.ci)/[^`\\s]*)`")
+	for _, m := range quoted.FindAllStringSubmatch(text, -1) {
+		if strings.ContainsAny(m[1], "<>*{}$[]?") { // a pattern or placeholder, not a path
+			continue
+		}
+		targets = append(targets, m[1])
+	}
+	if len(targets) < 50 {
+		t.Fatalf("found %d links and paths in README.md; the patterns no longer match it", len(targets))
+	}
+	for _, target := range targets {
+		if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(strings.TrimSuffix(target, "/")))); err != nil {
+			t.Errorf("README.md names %s, which does not exist", target)
+		}
+	}
+}
+
+// TestReadmeConfigKeysExist: every dotted config key the README mentions is a
+// key of the config (or a section of keys), so renaming a key without the
+// README fails here.
+func TestReadmeConfigKeysExist(t *testing.T) {
+	text, _ := readme(t)
+	known := map[string]bool{}
+	for _, key := range configs.Keys() {
+		known[key] = true
+		for i := strings.LastIndex(key, "."); i > 0; i = strings.LastIndex(key[:i], ".") {
+			known[key[:i]] = true
+		}
+	}
+	// A run folder's files (train.log) share their look with keys.
+	files := []string{"log", "bin", "json", "jsonl", "yaml", "csv", "md", "png", "svg", "ckpt", "txt"}
+	pattern := regexp.MustCompile(`(?:^|[^A-Za-z0-9_./-])((?:data|model|optim|schedule|train|dist|compress|network|layer_parallel)(?:\.[a-z][a-z0-9_]*)+)`)
+	n := 0
+	for _, m := range pattern.FindAllStringSubmatch(text, -1) {
+		key := strings.TrimSuffix(m[1], ".")
+		if slices.Contains(files, key[strings.LastIndex(key, ".")+1:]) {
+			continue
+		}
+		n++
+		if !known[key] {
+			t.Errorf("README.md mentions config key %s, which is not a key (see configs.Keys)", key)
+		}
+	}
+	if n < 100 {
+		t.Fatalf("found %d config keys in README.md; the pattern no longer matches it", n)
+	}
+}
+
+// TestReadmeFlagsExist: every flag the README gives a gradwire command
+// ("gradwire sweep --config F --only P") is a flag of that command.
+func TestReadmeFlagsExist(t *testing.T) {
+	text, _ := readme(t)
+	root := newRootCmd()
+	// A command line runs to the end of its line, its backtick, or the next
+	// command of a chain.
+	line := regexp.MustCompile("gradwire ([a-z][^`\n|;&]*)")
+	n := 0
+	for _, m := range line.FindAllStringSubmatch(text, -1) {
+		words := strings.Fields(m[1])
+		path := 0
+		for path < len(words) && regexp.MustCompile(`^[a-z]+$`).MatchString(words[path]) {
+			path++
+		}
+		cmd, _, err := root.Find(words[:path])
+		if err != nil || cmd == root {
+			continue // prose ("gradwire trains ..."), not a command line
+		}
+		for _, w := range words[path:] {
+			w = strings.Trim(w, "[](),.")
+			name, ok := strings.CutPrefix(w, "--")
+			if !ok || name == "" || name == "help" {
+				continue
+			}
+			name, _, _ = strings.Cut(name, "=")
+			n++
+			if cmd.Flags().Lookup(name) == nil && cmd.InheritedFlags().Lookup(name) == nil {
+				t.Errorf("README.md gives %q the flag --%s, which it does not have (in %q)", cmd.CommandPath(), name, strings.TrimSpace(m[0]))
+			}
+		}
+	}
+	if n < 30 {
+		t.Fatalf("found %d flags on gradwire command lines in README.md; the pattern no longer matches it", n)
+	}
+}
