@@ -85,7 +85,13 @@ func optimizerBatchPivot(groups []group, metrics []metric, failed []failedRun) s
 				row = append(row, mark)
 				continue
 			}
-			row = append(row, meanStd(values(*g, m.value), m.decimals))
+			text := meanStd(values(*g, m.value), m.decimals)
+			// Beside a larger batch, its difference from the row's smallest
+			// batch: the large-batch marks are about that gap.
+			if first := cell[label+"@"+strconv.Itoa(batches[0])]; first != nil && gb != batches[0] {
+				text += fmt.Sprintf(" (%+.*f)", m.decimals, mean(values(*g, m.value))-mean(values(*first, m.value)))
+			}
+			row = append(row, text)
 			state = append(state, values(*g, func(s *train.Summary) (float64, bool) {
 				return s.OptimizerStateBytesPerParam, true
 			})...)
@@ -95,7 +101,8 @@ func optimizerBatchPivot(groups []group, metrics []metric, failed []failedRun) s
 		row = append(row, fixed(mean(state), 2))
 		fmt.Fprintf(&b, "| %s |\n", strings.Join(row, " | "))
 	}
-	b.WriteString("\nfailed: the run ended with an error (see Failed below); —: not run. " +
+	fmt.Fprintf(&b, "\n(±d) beside a batch above %d: its mean's difference from the same row's mean at batch %d. ", batches[0], batches[0])
+	b.WriteString("failed: the run ended with an error (see Failed below); —: not run. " +
 		"State bytes per parameter: the optimizer's state (momentum, moments) over the number of parameters, from summary.json.\n")
 	return b.String()
 }
