@@ -321,6 +321,11 @@ func TestLoadErrors(t *testing.T) {
 			want: []string{`--set: data.validation: -5: must be >= 0: the number of training examples held out`},
 		},
 		{
+			name: "label smoothing of 1",
+			sets: []string{"model.label_smoothing=1"},
+			want: []string{`--set: model.label_smoothing: 1: must be in [0, 1)`},
+		},
+		{
 			name: "nesterov without momentum",
 			sets: []string{"optim.nesterov=true", "optim.momentum=0"},
 			want: []string{`--set: optim.nesterov: true: needs optim.momentum > 0`},

@@ -22,6 +22,10 @@ type Config struct {
 	// resnet20/32/56: each residual block's last BatchNorm scale starts at 0, not 1
 	// (Goyal et al. 2017), so every block starts as its shortcut.
 	ZeroInitResidual bool `mapstructure:"zero_init_residual" yaml:"zero_init_residual"`
+	// The training loss's targets are (1-e)·onehot + e/classes instead of the
+	// one-hot labels (Szegedy et al. 2016, section 7); 0 is off. Evaluation
+	// losses stay the plain cross-entropy.
+	LabelSmoothing float64 `mapstructure:"label_smoothing" yaml:"label_smoothing"`
 }
 
 // Values of Config.Precision. With float64 the graph computes forward and
@@ -137,6 +141,8 @@ func (c Config) Problems() []problem.Problem {
 	_, resnet := resnetBlocks[c.Name]
 	ps.Need(!c.ZeroInitResidual || resnet, "model.zero_init_residual", c.ZeroInitResidual,
 		"applies to the ResNets only (resnet20, resnet32, resnet56; model.name is "+c.Name+"): the other models have no residual blocks")
+	ps.Need(c.LabelSmoothing >= 0 && c.LabelSmoothing < 1, "model.label_smoothing", c.LabelSmoothing,
+		"must be in [0, 1): the share of each training target spread evenly over the classes (0 = one-hot)")
 	ps.Need(c.Precision == "" || slices.Contains(PrecisionNames(), c.Precision), "model.precision", c.Precision,
 		"must be one of "+strings.Join(PrecisionNames(), ", ")+" (empty means "+PrecisionFloat32+")")
 	return ps

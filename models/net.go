@@ -465,10 +465,38 @@ func (n *Net) setInputs(g *graph, x []float32, y []int32) error {
 	for i, v := range y {
 		g.labels[i] = float32(v)
 	}
-	if err := oneHot(g.yT, g.labels, n.in.Classes); err != nil {
+	if err := targets(g.yT, g.labels, n.in.Classes, n.cfg.LabelSmoothing); err != nil {
 		return fmt.Errorf("models: labels: %w", err)
 	}
 	return nil
+}
+
+// targets writes the training loss's target rows for class ids: one-hot, or
+// with label smoothing e, (1-e)·onehot + e/classes.
+func targets(t *tensor.Dense, ids []float32, classes int, smoothing float64) error {
+	if err := oneHot(t, ids, classes); err != nil || smoothing == 0 {
+		return err
+	}
+	off := smoothing / float64(classes)
+	on := 1 - smoothing + off
+	switch d := t.Data().(type) {
+	case []float32:
+		smooth(d, float32(on), float32(off))
+	case []float64:
+		smooth(d, on, off)
+	}
+	return nil
+}
+
+// smooth replaces the ones of one-hot rows by on and the zeros by off.
+func smooth[T float32 | float64](d []T, on, off T) {
+	for i, v := range d {
+		if v == 1 {
+			d[i] = on
+		} else {
+			d[i] = off
+		}
+	}
 }
 
 // oneHot writes one-hot rows of t from class ids.

@@ -338,7 +338,7 @@ func (st *Stage) Step(x, target []float32, y []int32) (float64, error) {
 		for i, v := range y {
 			st.labels[i] = float32(v)
 		}
-		if err := oneHot(st.yT, st.labels, st.classes); err != nil {
+		if err := targets(st.yT, st.labels, st.classes, st.cfg.LabelSmoothing); err != nil {
 			return 0, fmt.Errorf("stage %d: labels: %w", st.index, err)
 		}
 	}
