@@ -498,7 +498,7 @@ func TestValidateAll(t *testing.T) {
 	c.Model.HiddenSize, c.Model.Layers, c.Model.EmbedDim = 0, 0, 0
 	c.Model.BNMomentum, c.Model.BNEpsilon = 0, 0
 	c.Model.Ops, c.Model.Precision = "turbo", "float16"
-	c.Model.ZeroInitResidual = true
+	c.Model.ZeroInitResidual, c.Model.LabelSmoothing = true, 1
 	c.Optim.Name = "lion"
 	c.Optim.LR = -0.1
 	c.Optim.Momentum = 1
