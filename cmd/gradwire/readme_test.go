@@ -120,3 +120,27 @@ func TestReadmeFlagsExist(t *testing.T) {
 		t.Fatalf("found %d flags on gradwire command lines in README.md; the pattern no longer matches it", n)
 	}
 }
+
+// TestReadmeListsEverySweep: README's table of sweeps names every sweep file
+// in experiments/, so a new sweep is described where users look for one.
+func TestReadmeListsEverySweep(t *testing.T) {
+	text, root := readme(t)
+	start := strings.Index(text, "| sweep | what it compares |")
+	if start < 0 {
+		t.Fatal(`README.md has no table headed "| sweep | what it compares |"`)
+	}
+	table := text[start:]
+	if end := strings.Index(table, "\n\n"); end >= 0 {
+		table = table[:end]
+	}
+	files, err := filepath.Glob(filepath.Join(root, "experiments", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no sweep files in experiments/: %v", err)
+	}
+	for _, f := range files {
+		name := "`experiments/" + filepath.Base(f) + "`"
+		if !strings.Contains(table, name) {
+			t.Errorf("README.md's table of sweeps does not name %s", name)
+		}
+	}
+}
