@@ -474,50 +474,36 @@ func (n *Net) setInputs(g *graph, x []float32, y []int32) error {
 // targets writes the training loss's target rows for class ids: one-hot, or
 // with label smoothing e, (1-e)·onehot + e/classes.
 func targets(t *tensor.Dense, ids []float32, classes int, smoothing float64) error {
-	if err := oneHot(t, ids, classes); err != nil || smoothing == 0 {
-		return err
-	}
 	off := smoothing / float64(classes)
-	on := 1 - smoothing + off
-	switch d := t.Data().(type) {
-	case []float32:
-		smooth(d, float32(on), float32(off))
-	case []float64:
-		smooth(d, on, off)
-	}
-	return nil
-}
-
-// smooth replaces the ones of one-hot rows by on and the zeros by off.
-func smooth[T float32 | float64](d []T, on, off T) {
-	for i, v := range d {
-		if v == 1 {
-			d[i] = on
-		} else {
-			d[i] = off
-		}
-	}
+	return fillRows(t, ids, classes, 1-smoothing+off, off)
 }
 
 // oneHot writes one-hot rows of t from class ids.
 func oneHot(t *tensor.Dense, ids []float32, classes int) error {
+	return fillRows(t, ids, classes, 1, 0)
+}
+
+// fillRows writes a row of t per class id: on at the id's column, off elsewhere.
+func fillRows(t *tensor.Dense, ids []float32, classes int, on, off float64) error {
 	switch d := t.Data().(type) {
 	case []float32:
-		return fillOneHot(d, ids, classes)
+		return fillRowsOf(d, ids, classes, float32(on), float32(off))
 	case []float64:
-		return fillOneHot(d, ids, classes)
+		return fillRowsOf(d, ids, classes, on, off)
 	}
 	return fmt.Errorf("one-hot: unsupported dtype %v", t.Dtype())
 }
 
-func fillOneHot[T float32 | float64](d []T, ids []float32, classes int) error {
-	clear(d)
+func fillRowsOf[T float32 | float64](d []T, ids []float32, classes int, on, off T) error {
+	for i := range d {
+		d[i] = off
+	}
 	for r, v := range ids {
 		c := int(v)
 		if c < 0 || c >= classes || float32(c) != v {
 			return fmt.Errorf("id %v at row %d is not an integer in [0, %d)", v, r, classes)
 		}
-		d[r*classes+c] = 1
+		d[r*classes+c] = on
 	}
 	return nil
 }

@@ -758,8 +758,8 @@ func ratioDecimals(v []float64) int {
 // sweep.yaml, so a variation added to the file since the sweep last ran would
 // otherwise go unmentioned: neither reported nor listed as not finished.
 // Runs in dir (finished or not) of the variations that still agree are
-// compared with the config the file gives them now, which catches an edited base config (the record
-// holds only its path).
+// compared with the config the file gives them now, which catches an edited
+// base config (the record holds only its path).
 func recordDrift(rec *Record, dir string) (string, error) {
 	if rec.Source == "" {
 		return "", nil

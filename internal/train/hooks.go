@@ -132,7 +132,9 @@ func (d *divergence) explodingLoss(epoch, step int, mean float64) error {
 }
 
 // stallFraction of ln(classes), a uniform guess's loss, is the training loss
-// at or above which an epoch counts as stalled.
+// at or above which an epoch counts as stalled. With label smoothing the
+// loss cannot go below the smoothed targets' entropy, so the bound is that
+// fraction of the way from the entropy to ln(classes).
 const stallFraction = 0.99
 
 // stall stops a run whose mean training loss is no better than a uniform
@@ -150,19 +152,33 @@ type stall struct {
 	need    int     // train.stall_epochs
 	warmup  float64 // schedule.warmup_epochs: epochs up to it do not count
 	bound   float64
+	floor   float64 // the lowest training loss possible: the targets' entropy
 	classes int
 	first   int       // the first epoch (1-based) of the window
 	losses  []float64 // the training losses of the last need epochs after the warm-up
 }
 
-// newStall starts from the run's epochs so far (a resumed run's history).
-func newStall(need int, warmup float64, classes int, history []EpochResult) *stall {
+// newStall starts from the run's epochs so far (a resumed run's history);
+// smoothing is model.label_smoothing.
+func newStall(need int, warmup float64, classes int, smoothing float64, history []EpochResult) *stall {
 	s := &stall{need: need, warmup: warmup, classes: max(2, classes)}
-	s.bound = stallFraction * math.Log(float64(s.classes))
+	s.floor = targetEntropy(s.classes, smoothing)
+	s.bound = s.floor + stallFraction*(math.Log(float64(s.classes))-s.floor)
 	for _, e := range history {
 		s.count(e.Epoch, e.TrainLoss)
 	}
 	return s
+}
+
+// targetEntropy is the entropy of a label-smoothed target row,
+// (1-e)·onehot + e/classes: the cross-entropy a perfect prediction of it has.
+func targetEntropy(classes int, smoothing float64) float64 {
+	if smoothing == 0 {
+		return 0
+	}
+	off := smoothing / float64(classes)
+	on := 1 - smoothing + off
+	return -on*math.Log(on) - float64(classes-1)*off*math.Log(off)
 }
 
 // count adds epoch's (1-based) training loss to the window of the last
@@ -204,8 +220,12 @@ func (s *stall) check() error {
 	for i, l := range s.losses {
 		losses[i] = fmt.Sprintf("%.4f", l)
 	}
-	return fmt.Errorf("stalled: epochs %d-%d after the learning-rate warm-up had mean training losses of %s, %d of %d at or above %.4f = %.2f x ln(%d classes), no better than a uniform guess (train.stall_epochs %d: more than half of the last %d epochs); resuming repeats the stall unless the config changes (--allow-change)",
-		s.first, s.first+len(s.losses)-1, strings.Join(losses, ", "), s.stalled(), len(s.losses), s.bound, stallFraction, s.classes, s.need, s.need)
+	bound := fmt.Sprintf("%.4f = %.2f x ln(%d classes)", s.bound, stallFraction, s.classes)
+	if s.floor > 0 {
+		bound = fmt.Sprintf("%.4f, %.2f of the way from the label-smoothed targets' entropy %.4f to ln(%d classes)", s.bound, stallFraction, s.floor, s.classes)
+	}
+	return fmt.Errorf("stalled: epochs %d-%d after the learning-rate warm-up had mean training losses of %s, %d of %d at or above %s, no better than a uniform guess (train.stall_epochs %d: more than half of the last %d epochs); resuming repeats the stall unless the config changes (--allow-change)",
+		s.first, s.first+len(s.losses)-1, strings.Join(losses, ", "), s.stalled(), len(s.losses), bound, s.need, s.need)
 }
 
 func (s *stall) afterEpoch(e *epochDone) error {

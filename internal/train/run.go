@@ -182,7 +182,7 @@ func (j *job) hooks(st *checkpoint, resumedFrom string) (*loopHooks, error) {
 	// is opened.
 	var stalled *stall
 	if c.Train.StallEpochs > 0 {
-		stalled = newStall(c.Train.StallEpochs, c.Schedule.WarmupEpochs, j.train.Classes(), st.Epochs)
+		stalled = newStall(c.Train.StallEpochs, c.Schedule.WarmupEpochs, j.train.Classes(), c.Model.LabelSmoothing, st.Epochs)
 		if err := stalled.check(); err != nil {
 			return nil, err
 		}
