@@ -24,7 +24,8 @@ without training:
   accuracy_vs_compression.png  final test accuracy vs steady compression ratio
                                (sweeps with a compressed variation)
   accuracy_vs_link_bytes.png   the same against bytes through the busiest link
-  train_loss.png               logged training loss per step
+  train_loss.png               logged training loss per step (per epoch when
+                               the runs' steps an epoch differ)
   sharpness_vs_gap.png         top Hessian eigenvalue against the generalization gap
                                (runs with measures.json)
   validation_vs_lr.png         validation figure against optim.lr, a line per

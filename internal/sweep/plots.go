@@ -275,15 +275,38 @@ type errorPoints struct {
 	plotter.YErrors
 }
 
-// plotTrainLoss draws the logged training loss (metrics.jsonl step records),
-// one line per variation (the mean over its seeds). The axis reaches the
-// highest loss of the variations that end within twice the median final
-// loss: one that diverged or collapsed leaves the plot at the top (the legend
-// says so) instead of squashing the others.
+// plotTrainLoss draws the training loss, one line per variation (the mean
+// over its seeds): against the step from the step records when every run
+// takes the same number of steps an epoch, and otherwise (batches that differ)
+// against the epoch from the epoch records' mean training loss, so that runs
+// compare at the same examples seen instead of batch 8192's few steps sitting
+// in the first corner of batch 128's. The axis reaches the highest loss of the
+// variations that end within twice the median final loss or half the median
+// first one: one that diverged or collapsed leaves the plot at the top (the
+// legend says so) instead of squashing the others.
 func plotTrainLoss(name string, groups []group, failed []failedRun) (*figure, error) {
 	p := newPlot()
+	byStep := sameStepsPerEpoch(groups)
 	p.Title.Text = name + ": training loss (mean over seeds)"
 	p.X.Label.Text = "training step"
+	points := func(r *runData) map[float64]float64 {
+		m := map[float64]float64{}
+		for _, s := range r.steps {
+			m[float64(s.Step)] = s.Loss
+		}
+		return m
+	}
+	if !byStep {
+		p.Title.Text = name + ": training loss per epoch (mean over its steps and the seeds)"
+		p.X.Label.Text = "epoch"
+		points = func(r *runData) map[float64]float64 {
+			m := map[float64]float64{}
+			for _, e := range r.epochs {
+				m[float64(e.Epoch)] = e.TrainLoss
+			}
+			return m
+		}
+	}
 	p.Y.Label.Text = "training loss (nats)"
 	type curve struct {
 		i  int
@@ -291,24 +314,21 @@ func plotTrainLoss(name string, groups []group, failed []failedRun) (*figure, er
 		xy plotter.XYs
 	}
 	var curves []curve
-	var finals []float64
+	var firsts, finals []float64
 	for i, g := range groups {
-		xy, _ := meanCurve(g, func(r *runData) map[float64]float64 {
-			m := map[float64]float64{}
-			for _, s := range r.steps {
-				m[float64(s.Step)] = s.Loss
-			}
-			return m
-		})
+		xy, _ := meanCurve(g, points)
 		if len(xy) == 0 {
 			continue
 		}
 		curves = append(curves, curve{i, g, xy})
+		firsts = append(firsts, xy[0].Y)
 		finals = append(finals, xy[len(xy)-1].Y)
 	}
 	leg := newLegend()
 	if len(curves) > 0 {
-		endLimit := 2 * median(finals)
+		// Half the typical starting loss too: when the others end near 0, a
+		// run that ends at 0.04 has still learned and keeps its place.
+		endLimit := math.Max(2*median(finals), median(firsts)/2)
 		top := 0.0
 		for _, c := range curves {
 			if c.xy[len(c.xy)-1].Y <= endLimit {
@@ -334,6 +354,26 @@ func plotTrainLoss(name string, groups []group, failed []failedRun) (*figure, er
 	}
 	addFailed(leg, groups, failed)
 	return render(p, leg)
+}
+
+// sameStepsPerEpoch reports whether every run takes the same number of
+// optimizer steps an epoch (summary.json's steps over its epochs).
+func sameStepsPerEpoch(groups []group) bool {
+	first := -1.0
+	for _, g := range groups {
+		for _, r := range g.runs {
+			if r.sum.Epochs <= 0 {
+				continue
+			}
+			per := float64(r.sum.Steps) / float64(r.sum.Epochs)
+			if first < 0 {
+				first = per
+			} else if per != first {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // median of v (the mean of the middle two for an even count).

@@ -62,7 +62,8 @@ type metricRecord struct {
 	Kind         string   `json:"kind"`
 	Epoch        int      `json:"epoch"`
 	Step         int      `json:"step"`
-	Loss         float64  `json:"loss"`
+	Loss         float64  `json:"loss"`       // a step record's loss
+	TrainLoss    float64  `json:"train_loss"` // an epoch record's mean over its steps
 	TestLoss     float64  `json:"test_loss"`
 	TestAccuracy *float64 `json:"test_accuracy"`
 }

@@ -522,3 +522,73 @@ func TestReportNamesAnEditedBaseConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestTrainLossAxis: runs that take the same steps an epoch are drawn by step
+// from their step records; runs at different batches by epoch from their epoch
+// records, whose mean losses set the axis.
+func TestTrainLossAxis(t *testing.T) {
+	run := func(batch, steps int, lossScale float64) *runData {
+		s := classifierSummary("none", 1, 0.9, 1, 1, 1)
+		s.GlobalBatch, s.Epochs, s.Steps = batch, 2, steps
+		r := &runData{sum: &s}
+		for e := 1; e <= 2; e++ {
+			r.epochs = append(r.epochs, metricRecord{Kind: "epoch", Epoch: e, Step: e * steps / 2, TrainLoss: lossScale / float64(e)})
+		}
+		for st := 50; st <= steps; st += 50 {
+			r.steps = append(r.steps, metricRecord{Kind: "step", Step: st, Loss: 0.5})
+		}
+		return r
+	}
+	svgOf := func(groups []group) string {
+		t.Helper()
+		fig, err := plotTrainLoss("axis", groups, nil)
+		if err != nil || fig == nil {
+			t.Fatalf("plot %v, %v", fig, err)
+		}
+		return string(fig.svg)
+	}
+	mixed := svgOf([]group{
+		{name: "b128", runs: []*runData{run(128, 800, 2.4)}},
+		{name: "b8192", runs: []*runData{run(8192, 12, 3)}},
+	})
+	if !strings.Contains(mixed, ">epoch<") || strings.Contains(mixed, "training step") {
+		t.Error("runs at two batches were not drawn by epoch")
+	}
+	// By epoch the highest loss is 3 (b8192's first epoch): the axis reaches
+	// 3 x 1.04, so it has the tick 3; by step records it would stop at 0.52.
+	if !strings.Contains(mixed, ">3<") {
+		t.Error("the epoch axis does not reach the epoch records' losses")
+	}
+	if strings.Contains(mixed, "leaves the axis") {
+		t.Error("a run that learned was marked as leaving the axis")
+	}
+	// Three runs end at 0.001 and one at 0.04, above twice the finals'
+	// median but far below half the first losses' median (2.4/2 = 1.2): it
+	// has learned and keeps its place. One that ends at 2.3 has not: it
+	// leaves the axis, which the learners' highest loss (3) sets.
+	groups := []group{{name: "slow", runs: []*runData{run(8192, 12, 3)}}, {name: "stuck", runs: []*runData{run(1024, 100, 2.4)}}}
+	groups[0].runs[0].epochs[1].TrainLoss = 0.04
+	groups[1].runs[0].epochs[0].TrainLoss, groups[1].runs[0].epochs[1].TrainLoss = 9, 2.3
+	for _, name := range []string{"a", "b", "c"} {
+		learner := run(128, 800, 2.4)
+		learner.epochs[1].TrainLoss = 0.001
+		groups = append(groups, group{name: name, runs: []*runData{learner}})
+	}
+	withStuck := svgOf(groups)
+	if !strings.Contains(withStuck, "stuck (leaves the axis)") || strings.Contains(withStuck, "slow (leaves") {
+		t.Error("the stuck run kept its place or the slow learner lost it")
+	}
+	if strings.Contains(withStuck, ">8<") || !strings.Contains(withStuck, ">3<") {
+		t.Error("the axis does not stop at the learners' highest loss")
+	}
+	same := svgOf([]group{
+		{name: "lr1", runs: []*runData{run(128, 800, 2.4)}},
+		{name: "lr2", runs: []*runData{run(128, 800, 3)}},
+	})
+	if !strings.Contains(same, "training step") || strings.Contains(same, ">epoch<") {
+		t.Error("runs at one batch were not drawn by step")
+	}
+	if strings.Contains(same, ">3<") {
+		t.Error("the step axis reached the epoch records' losses")
+	}
+}
