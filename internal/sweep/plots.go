@@ -342,6 +342,17 @@ func plotTrainLoss(name string, groups []group, failed []failedRun) (*figure, er
 			if slices.ContainsFunc(c.xy, func(pt plotter.XY) bool { return pt.Y > top }) {
 				label += " (leaves the axis)"
 			}
+			if len(c.xy) == 1 {
+				// A line of one point draws nothing: a one-epoch run gets its marker.
+				dot, err := plotter.NewScatter(c.xy)
+				if err != nil {
+					return nil, fmt.Errorf("variation %s: %w", c.g.name, err)
+				}
+				_, dot.GlyphStyle = style(c.i)
+				p.Add(dot)
+				leg.Add(label, dot)
+				continue
+			}
 			line, err := plotter.NewLine(c.xy)
 			if err != nil {
 				return nil, fmt.Errorf("variation %s: %w", c.g.name, err)

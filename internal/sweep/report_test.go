@@ -581,6 +581,15 @@ func TestTrainLossAxis(t *testing.T) {
 	if strings.Contains(withStuck, ">8<") || !strings.Contains(withStuck, ">3<") {
 		t.Error("the axis does not stop at the learners' highest loss")
 	}
+	// A one-epoch run is a marker (a line of one point draws nothing): its
+	// colour (the palette's second, #FF7F0E) is in the plot as well as in
+	// the legend.
+	oneEpoch := run(128, 400, 2)
+	oneEpoch.sum.Epochs, oneEpoch.epochs = 1, oneEpoch.epochs[:1]
+	withOne := svgOf([]group{{name: "two", runs: []*runData{run(8192, 12, 3)}}, {name: "one", runs: []*runData{oneEpoch}}})
+	if n := strings.Count(withOne, "#FF7F0E"); n < 2 {
+		t.Errorf("the one-epoch run's colour appears %d times: not drawn", n)
+	}
 	same := svgOf([]group{
 		{name: "lr1", runs: []*runData{run(128, 800, 2.4)}},
 		{name: "lr2", runs: []*runData{run(128, 800, 3)}},
