@@ -286,7 +286,6 @@ type errorPoints struct {
 // legend says so) instead of squashing the others.
 func plotTrainLoss(name string, groups []group, failed []failedRun) (*figure, error) {
 	p := newPlot()
-	byStep := sameStepsPerEpoch(groups)
 	p.Title.Text = name + ": training loss (mean over seeds)"
 	p.X.Label.Text = "training step"
 	points := func(r *runData) map[float64]float64 {
@@ -296,7 +295,7 @@ func plotTrainLoss(name string, groups []group, failed []failedRun) (*figure, er
 		}
 		return m
 	}
-	if !byStep {
+	if !sameStepsPerEpoch(groups) {
 		p.Title.Text = name + ": training loss per epoch (mean over its steps and the seeds)"
 		p.X.Label.Text = "epoch"
 		points = func(r *runData) map[float64]float64 {
@@ -368,16 +367,17 @@ func plotTrainLoss(name string, groups []group, failed []failedRun) (*figure, er
 }
 
 // sameStepsPerEpoch reports whether every run takes the same number of
-// optimizer steps an epoch (summary.json's steps over its epochs).
+// optimizer steps an epoch: the step count of its first epoch record (not
+// summary.json's steps over its epochs, which a run cut short by
+// train.max_steps or stopped early would change).
 func sameStepsPerEpoch(groups []group) bool {
-	first := -1.0
+	first := -1
 	for _, g := range groups {
 		for _, r := range g.runs {
-			if r.sum.Epochs <= 0 {
+			if len(r.epochs) == 0 || r.epochs[0].Epoch != 1 {
 				continue
 			}
-			per := float64(r.sum.Steps) / float64(r.sum.Epochs)
-			if first < 0 {
+			if per := r.epochs[0].Step; first < 0 {
 				first = per
 			} else if per != first {
 				return false

@@ -590,9 +590,13 @@ func TestTrainLossAxis(t *testing.T) {
 	if n := strings.Count(withOne, "#FF7F0E"); n < 2 {
 		t.Errorf("the one-epoch run's colour appears %d times: not drawn", n)
 	}
+	// lr2 was cut short after 600 of its 800 steps (summary.json's steps):
+	// it still takes 400 steps an epoch, as lr1 does.
+	cut := run(128, 800, 3)
+	cut.sum.Steps = 600
 	same := svgOf([]group{
 		{name: "lr1", runs: []*runData{run(128, 800, 2.4)}},
-		{name: "lr2", runs: []*runData{run(128, 800, 3)}},
+		{name: "lr2", runs: []*runData{cut}},
 	})
 	if !strings.Contains(same, "training step") || strings.Contains(same, ">epoch<") {
 		t.Error("runs at one batch were not drawn by step")
