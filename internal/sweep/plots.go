@@ -307,6 +307,9 @@ func plotTrainLoss(name string, groups []group, failed []failedRun) (*figure, er
 		}
 	}
 	p.Y.Label.Text = "training loss (nats)"
+	if !classifiers(groups) {
+		p.Y.Label.Text = "training loss (nats/char)"
+	}
 	type curve struct {
 		i  int
 		g  group

@@ -30,6 +30,7 @@ const (
 	TrainLossPNG   = "train_loss.png"
 	SharpnessPNG   = "sharpness_vs_gap.png"
 	LRPNG          = "validation_vs_lr.png"
+	charSuffix     = "_char" // the character models' copy of a metric plot in a mixed sweep
 	recordFile     = "sweep.yaml"
 	failedFile     = "failed.txt" // a failed run's error, written by the sweep
 	summaryFile    = "summary.json"
@@ -162,22 +163,49 @@ func Report(dir string, warn io.Writer) (*Result, error) {
 		}
 		return write(svgFile, fig.svg)
 	}
+	// A sweep of classifiers and character models (the foundation sweep)
+	// draws each metric plot twice: accuracy and loss per example for the
+	// classifiers, loss per character for the others, whose losses would
+	// otherwise share an axis or be left out.
+	main, char := groups, []group(nil)
+	var charFailed []failedRun
+	if mixedKinds(groups) {
+		main, char, charFailed = splitKinds(groups, failed)
+	}
 	for _, p := range []struct {
-		file string
-		make func(string, []group, []failedRun) (*figure, error)
+		file    string
+		make    func(string, []group, []failedRun) (*figure, error)
+		perKind bool
 	}{
-		{TestMetricPNG, plotTestMetric},
-		{AccVsRatioPNG, plotMetricVsCompression},
-		{AccVsLinkPNG, plotMetricVsLinkBytes},
-		{TrainLossPNG, plotTrainLoss},
-		{SharpnessPNG, plotSharpnessVsGap},
-		{LRPNG, plotValidationVsRate},
+		{TestMetricPNG, plotTestMetric, true},
+		{AccVsRatioPNG, plotMetricVsCompression, true},
+		{AccVsLinkPNG, plotMetricVsLinkBytes, true},
+		{TrainLossPNG, plotTrainLoss, true},
+		{SharpnessPNG, plotSharpnessVsGap, false},
+		{LRPNG, plotValidationVsRate, false},
 	} {
-		fig, err := p.make(name, groups, failed)
+		gs := groups
+		if p.perKind {
+			gs = main
+		}
+		fig, err := p.make(name, gs, failed)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, p.file), err)
 		}
 		if err := writeFigure(p.file, fig); err != nil {
+			return nil, err
+		}
+		if !p.perKind {
+			continue
+		}
+		charFile := strings.TrimSuffix(p.file, ".png") + charSuffix + ".png"
+		fig = nil
+		if char != nil {
+			if fig, err = p.make(name+" (character models)", char, charFailed); err != nil {
+				return nil, fmt.Errorf("%s: %w", filepath.Join(dir, charFile), err)
+			}
+		}
+		if err := writeFigure(charFile, fig); err != nil {
 			return nil, err
 		}
 	}
@@ -826,4 +854,35 @@ func recordDrift(rec *Record, dir string) (string, error) {
 		parts = append(parts, "runs whose config.yaml does not load: "+strings.Join(broken, ", "))
 	}
 	return strings.Join(parts, "; "), nil
+}
+
+// mixedKinds reports whether the sweep has both classifier variations (a test
+// accuracy) and character-model ones (a test loss in nats per character).
+func mixedKinds(groups []group) bool {
+	return classifiers(groups) && slices.ContainsFunc(groups, func(g group) bool { return len(g.runs) > 0 && !classifiers([]group{g}) })
+}
+
+// splitKinds returns the groups twice, once with the character models' runs
+// taken out and once with the classifiers' taken out, so that a variation keeps
+// its index (its colour and marker) in both plots, and the failed runs of the
+// character variations (a variation none of whose runs finished has no kind
+// and stays with the classifiers' plot).
+func splitKinds(groups []group, failed []failedRun) (cls, char []group, charFailed []failedRun) {
+	charNames := map[string]bool{}
+	for _, g := range groups {
+		c, o := g, g
+		if classifiers([]group{g}) {
+			o.runs = nil
+		} else {
+			c.runs = nil
+			charNames[g.name] = true
+		}
+		cls, char = append(cls, c), append(char, o)
+	}
+	for _, f := range failed {
+		if charNames[f.variation] {
+			charFailed = append(charFailed, f)
+		}
+	}
+	return cls, char, charFailed
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"html"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -603,5 +604,57 @@ func TestTrainLossAxis(t *testing.T) {
 	}
 	if strings.Contains(same, ">3<") {
 		t.Error("the step axis reached the epoch records' losses")
+	}
+}
+
+// TestReportMixedKinds: a sweep of classifiers and character models draws its
+// metric plots once for each kind, each variation in its colour of the other
+// plots; a sweep of one kind has no _char plots and removes older ones.
+func TestReportMixedKinds(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "mixed")
+	writeRun(t, dir, "lenet", classifierSummary("none", 1, 0.9, 1, 1, 1))
+	writeRun(t, dir, "char", train.Summary{Model: "charlstm", Compressor: "none", Workers: 1, GlobalBatch: 32, Optimizer: "adam",
+		Seed: 1, Epochs: 2, Steps: 4, TestLoss: 1.7, CompressionRatio: 1, CompressionRatioSteady: 1})
+	writeFile(t, filepath.Join(dir, "runs", "gone", "seed-1", failedFile), "diverged\n")
+	if _, err := Report(dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	svg := func(file string) string {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(dir, strings.TrimSuffix(file, ".png")+".svg"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	// Without sweep.yaml the variations are sorted by name: lenet is the
+	// second and keeps the palette's second colour (#FF7F0E) in the
+	// classifiers' plot, which the character models' plot does not use.
+	for _, f := range []string{TestMetricPNG, TrainLossPNG} {
+		cls, char := svg(f), svg(strings.TrimSuffix(f, ".png")+charSuffix+".png")
+		if !strings.Contains(cls, ">lenet<") || strings.Contains(cls, ">char<") || !strings.Contains(cls, "#FF7F0E") {
+			t.Errorf("%s: the classifiers' plot does not hold lenet alone in its colour", f)
+		}
+		if !strings.Contains(char, ">char<") || strings.Contains(char, ">lenet<") || strings.Contains(char, "#FF7F0E") {
+			t.Errorf("%s: the character models' plot does not hold char alone", f)
+		}
+		if !strings.Contains(char, "nats/char") || strings.Contains(cls, "nats/char") {
+			t.Errorf("%s: the loss units are not per character in the character models' plot alone", f)
+		}
+		if !strings.Contains(cls, "gone: failed") || strings.Contains(char, "gone") {
+			t.Errorf("%s: a variation with no finished run is not listed once, with the classifiers", f)
+		}
+	}
+	// One kind: the _char files of an earlier report go.
+	if err := os.RemoveAll(filepath.Join(dir, "runs", "char")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Report(dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"test_metric_char.png", "train_loss_char.svg"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); !os.IsNotExist(err) {
+			t.Errorf("%s is left from the mixed report (%v)", f, err)
+		}
 	}
 }
