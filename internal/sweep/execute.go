@@ -353,32 +353,49 @@ func execute(ctx context.Context, s *Sweep, opts Options, dir string, states []s
 // expected to take its variation's mean time, or the mean over every
 // finished run while its variation has none, and a resumed run the share of
 // its epochs still to train (a mid-epoch checkpoint's steps counted once the
-// run's steps per epoch are known).
+// run's steps per epoch are known). Once a run has finished in this
+// invocation only this invocation's runs count: earlier ones may have run on
+// another machine or beside other work.
 type eta struct {
+	earlier, recent times
+}
+
+// times are finished runs' seconds, by variation and all together.
+type times struct {
 	byVariation map[string][]float64
 	all         []float64
 }
 
+func (t *times) add(variation string, seconds float64) {
+	if t.byVariation == nil {
+		t.byVariation = map[string][]float64{}
+	}
+	t.byVariation[variation] = append(t.byVariation[variation], seconds)
+	t.all = append(t.all, seconds)
+}
+
 // newETA starts from the runs finished by earlier invocations.
 func newETA(runs []Run, states []state) *eta {
-	e := &eta{byVariation: map[string][]float64{}}
+	e := &eta{}
 	for i, st := range states {
 		if st.done && st.wall > 0 {
-			e.add(runs[i].Variation, st.wall)
+			e.earlier.add(runs[i].Variation, st.wall)
 		}
 	}
 	return e
 }
 
-func (e *eta) add(variation string, seconds float64) {
-	e.byVariation[variation] = append(e.byVariation[variation], seconds)
-	e.all = append(e.all, seconds)
-}
+// add records a run finished by this invocation.
+func (e *eta) add(variation string, seconds float64) { e.recent.add(variation, seconds) }
 
 // left is the expected time of the runs from index from on that are not done;
 // false when no run has finished yet or none is left.
 func (e *eta) left(runs []Run, states []state, from int) (float64, bool) {
-	if len(e.all) == 0 {
+	src := e.recent
+	if len(src.all) == 0 {
+		src = e.earlier
+	}
+	if len(src.all) == 0 {
 		return 0, false
 	}
 	total, any := 0.0, false
@@ -387,9 +404,9 @@ func (e *eta) left(runs []Run, states []state, from int) (float64, bool) {
 		if st.done || st.unselected || st.copyFrom != "" {
 			continue
 		}
-		times := e.byVariation[runs[i].Variation]
+		times := src.byVariation[runs[i].Variation]
 		if len(times) == 0 {
-			times = e.all
+			times = src.all
 		}
 		t := mean(times)
 		if epochs := runs[i].Config.Train.Epochs; st.resume && epochs > 0 {

@@ -559,7 +559,10 @@ func TestETA(t *testing.T) {
 	e.add("dense", 20)
 	e.add("topk", 40)
 	got, ok := e.left(runs, states, 1)
-	if want := 15 + 25 + 70.0/3; !ok || math.Abs(got-want) > 1e-9 {
+	// Runs finished in this invocation replace the earlier ones: dense 20
+	// (not the mean with the earlier 10), topk 40 x 2.5 of 4 epochs left,
+	// lstm the mean of this invocation's runs.
+	if want := 20 + 25 + 30.0; !ok || math.Abs(got-want) > 1e-9 {
 		t.Fatalf("time left %v (%v), want %v", got, ok, want)
 	}
 	if _, ok := e.left(runs, states, 4); ok {
