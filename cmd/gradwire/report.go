@@ -36,8 +36,10 @@ without training:
   scaling_link_bytes.png       busiest link's bytes against workers (sweeps
                                whose variations run at several worker counts)
   *_char.png                   a sweep of classifiers and character models:
-                               the first four plots again for the character
-                               models (the plain files hold the classifiers)
+                               test_metric, accuracy_vs_compression,
+                               accuracy_vs_link_bytes and train_loss again for
+                               the character models (the plain files hold the
+                               classifiers)
 
 Every plot is written as PNG and as SVG of the same name; a plot that does
 not apply to the sweep is not written (an older one is removed).

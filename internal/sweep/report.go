@@ -859,7 +859,7 @@ func recordDrift(rec *Record, dir string) (string, error) {
 // mixedKinds reports whether the sweep has both classifier variations (a test
 // accuracy) and character-model ones (a test loss in nats per character).
 func mixedKinds(groups []group) bool {
-	return classifiers(groups) && slices.ContainsFunc(groups, func(g group) bool { return len(g.runs) > 0 && !classifiers([]group{g}) })
+	return classifiers(groups) && slices.ContainsFunc(groups, func(g group) bool { return !classifiers([]group{g}) })
 }
 
 // splitKinds returns the groups twice, once with the character models' runs
