@@ -66,8 +66,9 @@ type TrainConfig struct {
 	// KeepCheckpoints is how many of the newest checkpoints are kept (>= 1); the one
 	// with the lowest test loss is kept besides them.
 	KeepCheckpoints int `mapstructure:"keep_checkpoints" yaml:"keep_checkpoints"`
-	// MaxLoss: a training or test loss above it (or not finite) stops the run as
-	// diverged; 0 = 100 x ln(classes), a hundred times the loss of a uniform guess.
+	// MaxLoss: a step's training loss above it (or a training or test loss not
+	// finite) stops the run as diverged; 0 = 100 x ln(classes), a hundred times
+	// the loss of a uniform guess.
 	MaxLoss float64 `mapstructure:"max_loss" yaml:"max_loss"`
 	// StallEpochs: a mean training loss no better than a uniform guess (at
 	// least 0.99 x ln(classes)) in more than half of the last this many

@@ -378,3 +378,24 @@ func TestConfigChangesNewKey(t *testing.T) {
 		t.Errorf("two changed keys: %q", got)
 	}
 }
+
+// TestDivergenceJudgesTheTestLossByFiniteness: a finite test loss far above the
+// bound (BatchNorm's running statistics lagging a spike) lets the run go on; a
+// NaN or infinite one stops it, naming the epoch, step and value.
+func TestDivergenceJudgesTheTestLossByFiniteness(t *testing.T) {
+	d := newDivergence(0, 10, nil, func() int { return 6 })
+	at := position{epoch: 1, globalStep: 6}
+	if err := d.afterEpoch(&epochDone{pos: at, eval: &evalResult{loss: 3.6e7, examples: 10000}}); err != nil {
+		t.Errorf("test loss 3.6e7 (bound %.4g): %v, want the run to go on", d.max, err)
+	}
+	for _, loss := range []float64{math.NaN(), math.Inf(1)} {
+		err := d.afterEpoch(&epochDone{pos: at, eval: &evalResult{loss: loss, examples: 10000}})
+		if err == nil || !strings.Contains(err.Error(), "diverged") || !strings.Contains(err.Error(), "epoch 1 (step 6)") ||
+			!strings.Contains(err.Error(), "not finite") || !strings.Contains(err.Error(), "step 6) stays the resume point") {
+			t.Errorf("test loss %v: %v, want a divergence naming epoch, step and the resume point", loss, err)
+		}
+	}
+	if err := d.afterEpoch(&epochDone{pos: at}); err != nil {
+		t.Errorf("a rank without an evaluation: %v", err)
+	}
+}
