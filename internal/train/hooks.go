@@ -93,7 +93,7 @@ func newDivergence(maxLoss float64, classes int, engine *dist.Engine, lastGood f
 }
 
 func (d *divergence) afterStep(s *stepDone) error {
-	if s.loss > d.max {
+	if !(s.loss <= d.max) { // NaN too
 		return d.diverged(d.explodingLoss(s.epoch, s.step, s.loss))
 	}
 	return nil
