@@ -404,11 +404,11 @@ func (e *eta) left(runs []Run, states []state, from int) (float64, bool) {
 		if st.done || st.unselected || st.copyFrom != "" {
 			continue
 		}
-		times := src.byVariation[runs[i].Variation]
-		if len(times) == 0 {
-			times = src.all
+		seconds := src.byVariation[runs[i].Variation]
+		if len(seconds) == 0 {
+			seconds = src.all
 		}
-		t := mean(times)
+		t := mean(seconds)
 		if epochs := runs[i].Config.Train.Epochs; st.resume && epochs > 0 {
 			done := float64(st.at.Epochs)
 			if st.at.StepsPerEpoch > 0 {

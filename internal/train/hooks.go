@@ -93,10 +93,22 @@ func newDivergence(maxLoss float64, classes int, engine *dist.Engine, lastGood f
 }
 
 func (d *divergence) afterStep(s *stepDone) error {
-	if !(s.loss <= d.max) { // NaN too
+	if d.exceeded(s.loss) {
 		return d.diverged(d.explodingLoss(s.epoch, s.step, s.loss))
 	}
 	return nil
+}
+
+// exceeded reports whether a step's mean training loss stops the run: above
+// the bound, or not finite (NaN compares false with everything).
+func (d *divergence) exceeded(loss float64) bool { return !(loss <= d.max) }
+
+// why says what is wrong with a loss that exceeded the bound.
+func (d *divergence) why(loss float64) string {
+	if math.IsNaN(loss) || math.IsInf(loss, 0) {
+		return "is not finite"
+	}
+	return d.bound
 }
 
 // afterEpoch judges the test loss by finiteness alone. The training loss
@@ -127,7 +139,7 @@ func (d *divergence) diverged(err error) error {
 func (d *divergence) explodingLoss(epoch, step int, mean float64) error {
 	losses, err := d.engine.WorkerLosses()
 	if err != nil {
-		return fmt.Errorf("epoch %d step %d: loss %v %s", epoch+1, step+1, mean, d.bound)
+		return fmt.Errorf("epoch %d step %d: loss %v %s", epoch+1, step+1, mean, d.why(mean))
 	}
 	worst := 0
 	for w, l := range losses {
@@ -136,7 +148,7 @@ func (d *divergence) explodingLoss(epoch, step int, mean float64) error {
 		}
 	}
 	return fmt.Errorf("epoch %d step %d: worker %d: loss %v (mean over workers %v) %s",
-		epoch+1, step+1, worst, losses[worst], mean, d.bound)
+		epoch+1, step+1, worst, losses[worst], mean, d.why(mean))
 }
 
 // stallFraction of ln(classes), a uniform guess's loss, is the training loss

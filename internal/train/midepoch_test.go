@@ -381,7 +381,8 @@ func TestConfigChangesNewKey(t *testing.T) {
 
 // TestDivergenceJudgesTheTestLossByFiniteness: a finite test loss far above the
 // bound (BatchNorm's running statistics lagging a spike) lets the run go on; a
-// NaN or infinite one stops it, naming the epoch, step and value.
+// NaN or infinite one stops it, naming the epoch, step and value. A step's
+// training loss stops it above the bound or when not finite.
 func TestDivergenceJudgesTheTestLossByFiniteness(t *testing.T) {
 	d := newDivergence(0, 10, nil, func() int { return 6 })
 	at := position{epoch: 1, globalStep: 6}
@@ -397,5 +398,14 @@ func TestDivergenceJudgesTheTestLossByFiniteness(t *testing.T) {
 	}
 	if err := d.afterEpoch(&epochDone{pos: at}); err != nil {
 		t.Errorf("a rank without an evaluation: %v", err)
+	}
+	// A step's training loss: above the bound (230.26 for 10 classes) or not finite.
+	for loss, want := range map[float64]string{230: "", 231: "is above 230.3 = 100 x ln(10 classes)",
+		math.Inf(1): "is not finite", math.NaN(): "is not finite"} {
+		if got := d.exceeded(loss); got != (want != "") {
+			t.Errorf("step loss %v: exceeded %v, want %v", loss, got, want != "")
+		} else if got && !strings.Contains(d.why(loss), want) {
+			t.Errorf("step loss %v: %q, want %q", loss, d.why(loss), want)
+		}
 	}
 }
