@@ -16,8 +16,9 @@ import (
 
 // A learning-rate grid is the variations of one optimizer and global batch
 // that differ in optim.lr alone (as sweep.yaml sets them). Its pick is the
-// rate best on validation; a pick at the grid's lowest or highest rate is
-// not bracketed, and a probe that ends there has not found the best rate.
+// rate best on validation (of rates that tie as printed, the lowest); a pick
+// at the grid's lowest or highest rate, or tied with the highest, is not
+// bracketed, and a probe that ends there has not found the best rate.
 type lrGrid struct {
 	optimizer string
 	batch     int
@@ -182,8 +183,8 @@ func learningRateTable(groups []group, failed []failedRun, metrics []metric) str
 	b.WriteString("|---|--:|---|---|--:|--:|---|\n")
 	for _, g := range grids {
 		var cells []string
-		pick := -1
-		var pickV float64
+		shown := make([]string, len(g.rates)) // each rate's figure as printed; "" without one
+		best := -1
 		for i, p := range g.rates {
 			rate := strconv.FormatFloat(p.rate, 'g', -1, 64)
 			if p.group == nil {
@@ -195,22 +196,29 @@ func learningRateTable(groups []group, failed []failedRun, metrics []metric) str
 				cells = append(cells, rate+": —")
 				continue
 			}
-			cells = append(cells, rate+": "+fixed(mean(v), val.decimals))
-			if pick < 0 || val.better(mean(v), pickV) {
-				pick, pickV = i, mean(v)
+			shown[i] = fixed(mean(v), val.decimals)
+			cells = append(cells, rate+": "+shown[i])
+			if best < 0 || val.better(mean(v), mean(values(*g.rates[best].group, val.value))) {
+				best = i
 			}
 		}
-		if pick < 0 {
+		if best < 0 {
 			continue
 		}
+		// Rates that print the same figure tie, and a tie goes to the lower
+		// rate; a pick tied with the highest rate has not been bracketed.
+		pick := slices.Index(shown, shown[best])
+		top := len(g.rates) - 1
 		inside := "yes"
 		switch {
 		case len(g.rates) == 1:
 			inside = "one rate: a trial beside the grid"
 		case pick == 0:
 			inside = "no: the lowest rate is best"
-		case pick == len(g.rates)-1:
+		case pick == top:
 			inside = "no: the highest rate is best"
+		case shown[top] == shown[pick]:
+			inside = "no: the highest rate ties the best"
 		}
 		p := g.rates[pick]
 		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s (%s) | %s | %s |\n", g.optimizer, g.batch, g.settings, strings.Join(cells, ", "),
@@ -219,7 +227,8 @@ func learningRateTable(groups []group, failed []failedRun, metrics []metric) str
 	b.WriteString("\nA grid: the variations of one optimizer and global batch whose sweep.yaml settings differ in optim.lr alone " +
 		"(settings: those they share beyond what every variation sets). Each rate's figure is the mean over its seeds; " +
 		"the pick is the rate best on validation, and its test figure is the one to report. " +
-		"A pick at the lowest or highest rate tried is not bracketed: a further rate beyond it is needed before the pick stands. " +
+		"Rates whose figures print the same tie, and a tie goes to the lower rate. " +
+		"A pick at the lowest or highest rate tried, or tied with the highest, is not bracketed: a further rate beyond it is needed before the pick stands. " +
 		"A trial is a variation at one rate beside a grid of the same optimizer and batch, with other settings.\n")
 	return b.String()
 }

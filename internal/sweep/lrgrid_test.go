@@ -53,6 +53,45 @@ func TestLearningRateGrids(t *testing.T) {
 	}
 }
 
+// TestLearningRateTies: rates whose validation figures print the same tie,
+// whichever is ahead beyond the printed digits, and the tie goes to the lower
+// rate; a pick tied with the grid's highest rate is not bracketed (a higher
+// rate might do better still), while a tie inside the grid is.
+func TestLearningRateTies(t *testing.T) {
+	grid := func(opt string, vals map[string]float64) []group {
+		var groups []group
+		for _, rate := range []string{"0.05", "0.1", "0.2", "0.4"} {
+			v, ok := vals[rate]
+			if !ok {
+				continue
+			}
+			s := classifierSummary("none", 1, v-0.001, 1, 1, 2)
+			s.Optimizer, s.GlobalBatch, s.ValAccuracy = opt, 128, ptr(v)
+			name := opt + "-" + rate
+			groups = append(groups, group{name: name, listed: true, sets: []string{"optim.name=" + opt, "optim.lr=" + rate},
+				runs: []*runData{{variation: name, seed: 1, sum: &s}}})
+		}
+		return groups
+	}
+	for _, c := range []struct {
+		vals map[string]float64
+		want string
+	}{
+		// 0.4 is ahead by 1e-6, below the printed digits: a tie at the top.
+		{map[string]float64{"0.1": 0.9378, "0.2": 0.9396, "0.4": 0.939601},
+			"| sgd | 128 |  | 0.1: 93.78, 0.2: 93.96, 0.4: 93.96 | 0.2 (sgd-0.2) | 93.86 | no: the highest rate ties the best |"},
+		{map[string]float64{"0.05": 0.92, "0.1": 0.9396, "0.2": 0.939601, "0.4": 0.93},
+			"| sgd | 128 |  | 0.05: 92.00, 0.1: 93.96, 0.2: 93.96, 0.4: 93.00 | 0.1 (sgd-0.1) | 93.86 | yes |"},
+		{map[string]float64{"0.05": 0.9396, "0.1": 0.9396, "0.2": 0.93},
+			"| sgd | 128 |  | 0.05: 93.96, 0.1: 93.96, 0.2: 93.00 | 0.05 (sgd-0.05) | 93.86 | no: the lowest rate is best |"},
+	} {
+		md := learningRateTable(grid("sgd", c.vals), nil, []metric{accuracyMetric})
+		if !strings.Contains(md, c.want) {
+			t.Errorf("lacks\n%s\nin\n%s", c.want, md)
+		}
+	}
+}
+
 // TestReportLearningRates: the report reads the grids' rates from the runs'
 // config.yaml, so that a variation leaving the rate to the base config (lr-base)
 // joins its grid, and from sweep.yaml where a run has no config.yaml.
