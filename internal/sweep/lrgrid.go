@@ -184,7 +184,7 @@ func learningRateTable(groups []group, failed []failedRun, metrics []metric) str
 	for _, g := range grids {
 		var cells []string
 		shown := make([]string, len(g.rates)) // each rate's figure as printed; "" without one
-		best := -1
+		best, bestV := -1, 0.0
 		for i, p := range g.rates {
 			rate := strconv.FormatFloat(p.rate, 'g', -1, 64)
 			if p.group == nil {
@@ -198,8 +198,8 @@ func learningRateTable(groups []group, failed []failedRun, metrics []metric) str
 			}
 			shown[i] = fixed(mean(v), val.decimals)
 			cells = append(cells, rate+": "+shown[i])
-			if best < 0 || val.better(mean(v), mean(values(*g.rates[best].group, val.value))) {
-				best = i
+			if best < 0 || val.better(mean(v), bestV) {
+				best, bestV = i, mean(v)
 			}
 		}
 		if best < 0 {
