@@ -203,6 +203,8 @@ func learningRateTable(groups []group, failed []failedRun, metrics []metric) str
 			}
 		}
 		if best < 0 {
+			// Every rate failed: the row says so, since where a rule breaks is a result.
+			fmt.Fprintf(&b, "| %s | %d | %s | %s | none | — | no: no rate trained |\n", g.optimizer, g.batch, g.settings, strings.Join(cells, ", "))
 			continue
 		}
 		// Rates that print the same figure tie, and a tie goes to the lower

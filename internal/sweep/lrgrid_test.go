@@ -31,6 +31,13 @@ func TestLearningRateGrids(t *testing.T) {
 	if strings.Contains(md, "| lamb | 128 |") || strings.Count(md, "\n| ") != 6 {
 		t.Errorf("a single rate is no grid, nor a trial without a grid of its optimizer and batch; want the header, 4 grids and 1 trial:\n%s", md)
 	}
+	// A grid whose every rate failed is a row too: where a rule breaks is a result.
+	allFailed := append(slices.Clone(failed),
+		failedRun{variation: "sgd-6.4", seed: 1, optimizer: "sgd", globalBatch: 4096, sets: []string{"train.epochs=50", "optim.name=sgd", "optim.lr=6.4"}},
+		failedRun{variation: "sgd-12.8", seed: 1, optimizer: "sgd", globalBatch: 4096, sets: []string{"train.epochs=50", "optim.name=sgd", "optim.lr=12.8"}})
+	if md := learningRateTable(groups, allFailed, []metric{accuracyMetric}); !strings.Contains(md, "| sgd | 4096 |  | 6.4: failed, 12.8: failed | none | — | no: no rate trained |") {
+		t.Errorf("a grid of failed rates is missing:\n%s", md)
+	}
 	// A trial listed first still follows its grid, and the other optimizers stay in their order.
 	trialFirst := append([]group{groups[len(groups)-2]}, groups...)
 	trialFirst = slices.Delete(trialFirst, len(trialFirst)-2, len(trialFirst)-1)
