@@ -203,8 +203,13 @@ func learningRateTable(groups []group, failed []failedRun, metrics []metric) str
 			}
 		}
 		if best < 0 {
-			// Every rate failed: the row says so, since where a rule breaks is a result.
-			fmt.Fprintf(&b, "| %s | %d | %s | %s | none | — | no: no rate trained |\n", g.optimizer, g.batch, g.settings, strings.Join(cells, ", "))
+			// No pick, but the row stays: where a rule breaks (every rate
+			// failed) is a result.
+			why := "no: every rate failed"
+			if slices.ContainsFunc(g.rates, func(p lrPoint) bool { return p.group != nil }) {
+				why = "no: no rate has a validation figure"
+			}
+			fmt.Fprintf(&b, "| %s | %d | %s | %s | none | — | %s |\n", g.optimizer, g.batch, g.settings, strings.Join(cells, ", "), why)
 			continue
 		}
 		// Rates that print the same figure tie, and a tie goes to the lower

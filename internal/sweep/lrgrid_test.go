@@ -35,8 +35,19 @@ func TestLearningRateGrids(t *testing.T) {
 	allFailed := append(slices.Clone(failed),
 		failedRun{variation: "sgd-6.4", seed: 1, optimizer: "sgd", globalBatch: 4096, sets: []string{"train.epochs=50", "optim.name=sgd", "optim.lr=6.4"}},
 		failedRun{variation: "sgd-12.8", seed: 1, optimizer: "sgd", globalBatch: 4096, sets: []string{"train.epochs=50", "optim.name=sgd", "optim.lr=12.8"}})
-	if md := learningRateTable(groups, allFailed, []metric{accuracyMetric}); !strings.Contains(md, "| sgd | 4096 |  | 6.4: failed, 12.8: failed | none | — | no: no rate trained |") {
+	if md := learningRateTable(groups, allFailed, []metric{accuracyMetric}); !strings.Contains(md, "| sgd | 4096 |  | 6.4: failed, 12.8: failed | none | — | no: every rate failed |") {
 		t.Errorf("a grid of failed rates is missing:\n%s", md)
+	}
+	// A grid whose runs finished without a validation figure has no pick either.
+	noVal := slices.Clone(groups)
+	for _, rate := range []string{"0.1", "1"} {
+		sum := classifierSummary("none", 1, 0.9, 1, 1, 2)
+		sum.Optimizer, sum.GlobalBatch, sum.ValAccuracy = "adam", 8192, nil
+		noVal = append(noVal, group{name: "adam-" + rate, listed: true, sets: []string{"train.epochs=50", "optim.name=adam", "optim.lr=" + rate},
+			runs: []*runData{{variation: "adam-" + rate, seed: 1, sum: &sum}}})
+	}
+	if md := learningRateTable(noVal, failed, []metric{accuracyMetric}); !strings.Contains(md, "| adam | 8192 |  | 0.1: —, 1: — | none | — | no: no rate has a validation figure |") {
+		t.Errorf("a grid without validation figures is missing:\n%s", md)
 	}
 	// A trial listed first still follows its grid, and the other optimizers stay in their order.
 	trialFirst := append([]group{groups[len(groups)-2]}, groups...)
