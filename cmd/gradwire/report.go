@@ -32,6 +32,11 @@ without training:
                                learning-rate grid (variations of one optimizer
                                and batch differing in optim.lr alone; runs
                                holding a validation split out)
+  accuracy_vs_batch.png        final test accuracy against the global batch, a
+                               line per optimizer or recipe, failed batches
+                               marked (sweeps of one model and compressor at
+                               two or more global batches, as the table's
+                               section by optimizer and global batch)
   scaling_speedup_<B>gbps.png  time model's speed-up against workers, and
   scaling_link_bytes.png       busiest link's bytes against workers (sweeps
                                whose variations run at several worker counts)

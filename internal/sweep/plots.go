@@ -433,17 +433,7 @@ func plotMetricVsLinkBytes(name string, groups []group, failed []failedRun) (*fi
 
 // plotMetricVs draws the final metric against x(summary) on a log axis.
 func plotMetricVs(name string, groups []group, failed []failedRun, what, xLabel, unit string, x func(*train.Summary) (float64, bool)) (*figure, error) {
-	acc := classifiers(groups)
-	p := newPlot()
-	m := lossMetric
-	if acc {
-		m = accuracyMetric
-		p.Title.Text = name + ": final test accuracy vs " + what
-		p.Y.Label.Text = "final test accuracy (%, mean ± std over seeds)"
-	} else {
-		p.Title.Text = name + ": final test loss vs " + what
-		p.Y.Label.Text = "final test loss (nats/char, mean ± std)"
-	}
+	p, m, acc := finalMetricPlot(name, groups, what)
 	p.X.Label.Text = xLabel
 	type point struct {
 		i      int
@@ -509,6 +499,23 @@ func plotMetricVs(name string, groups []group, failed []failedRun, what, xLabel,
 	}
 	addFailed(leg, groups, failed)
 	return render(p, leg)
+}
+
+// finalMetricPlot is a new plot of the final test metric (accuracy when the
+// runs are classifiers, else loss) against what, with that metric.
+func finalMetricPlot(name string, groups []group, what string) (p *plot.Plot, m metric, acc bool) {
+	acc = classifiers(groups)
+	p = newPlot()
+	m = lossMetric
+	if acc {
+		m = accuracyMetric
+		p.Title.Text = name + ": final test accuracy vs " + what
+		p.Y.Label.Text = "final test accuracy (%, mean ± std over seeds)"
+	} else {
+		p.Title.Text = name + ": final test loss vs " + what
+		p.Y.Label.Text = "final test loss (nats/char, mean ± std)"
+	}
+	return p, m, acc
 }
 
 func newPlot() *plot.Plot {

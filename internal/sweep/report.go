@@ -183,6 +183,7 @@ func Report(dir string, warn io.Writer) (*Result, error) {
 		{TrainLossPNG, plotTrainLoss, true},
 		{SharpnessPNG, plotSharpnessVsGap, false},
 		{LRPNG, plotValidationVsRate, false},
+		{AccVsBatchPNG, plotMetricVsBatch, false},
 	} {
 		gs := groups
 		if p.perKind {

@@ -324,7 +324,7 @@ func TestReportOptimizerBatchTable(t *testing.T) {
 			t.Errorf("table.md lacks\n%s\n%s", want, res.Table)
 		}
 	}
-	// A compression sweep (one optimizer) has no such table.
+	// A compression sweep (one global batch) has no such table.
 	other := filepath.Join(t.TempDir(), "compression")
 	writeRun(t, other, "dense", classifierSummary("none", 1, 0.9, 1, 1, 2))
 	writeRun(t, other, "dgc", classifierSummary("dgc", 1, 0.9, 100, 200, 2))
@@ -656,5 +656,81 @@ func TestReportMixedKinds(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, f)); !os.IsNotExist(err) {
 			t.Errorf("%s is left from the mixed report (%v)", f, err)
 		}
+	}
+}
+
+// TestBatchGridFailedColumn: a batch at which every run failed keeps its
+// column (and a row whose every run failed its row), and a sweep of one
+// optimizer over several batches gets the table too.
+func TestBatchGridFailedColumn(t *testing.T) {
+	run := func(variation string, batch int, acc float64) group {
+		s := classifierSummary("none", 1, acc, 1, 1, 2)
+		s.GlobalBatch, s.OptimizerStateBytesPerParam = batch, 4
+		return group{name: variation, runs: []*runData{{variation: variation, seed: 1, sum: &s}}}
+	}
+	groups := []group{run("sgd-b128-0.2", 128, 0.9396), run("sgd-b1024-1.6", 1024, 0.9310)}
+	failed := []failedRun{
+		{variation: "sgd-b8192-12.8", seed: 1, optimizer: "sgd", globalBatch: 8192},
+		{variation: "lars-b8192", seed: 1, optimizer: "lars", globalBatch: 8192},
+		{variation: "unreadable", seed: 1}, // its config did not load: in no cell
+	}
+	table := optimizerBatchPivot(groups, []metric{accuracyMetric}, failed)
+	for _, want := range []string{
+		"| optimizer | batch 128 | batch 1024 | batch 8192 | state bytes per parameter |",
+		"| sgd | 93.96 | 93.10 (-0.86) | failed | 4.00 |",
+		"| lars | — | — | failed | — |",
+	} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks\n%s\n%s", want, table)
+		}
+	}
+	// Failed runs alone do not make a second batch.
+	if got := optimizerBatchPivot(groups[:1], []metric{accuracyMetric}, failed[2:]); got != "" {
+		t.Errorf("one batch: %s", got)
+	}
+}
+
+// TestPlotMetricVsBatch checks the large-batch plot's legend: each cell's
+// figure, a failed batch, a value off the band, and a row that failed
+// everywhere; and that a sweep of one batch has no such plot.
+func TestPlotMetricVsBatch(t *testing.T) {
+	run := func(variation, opt string, batch int, seed int64, acc float64) *runData {
+		s := classifierSummary("none", seed, acc, 1, 1, 2)
+		s.Optimizer, s.GlobalBatch = opt, batch
+		return &runData{variation: variation, seed: seed, sum: &s}
+	}
+	groups := []group{
+		{name: "lamb-b128", runs: []*runData{run("lamb-b128", "lamb", 128, 1, 0.938), run("lamb-b128", "lamb", 128, 2, 0.936)}},
+		{name: "lamb-b8192", runs: []*runData{run("lamb-b8192", "lamb", 8192, 1, 0.925)}},
+		{name: "sgd-b128", runs: []*runData{run("sgd-b128", "sgd", 128, 1, 0.938)}},
+		{name: "sgd-b1024", runs: []*runData{run("sgd-b1024", "sgd", 1024, 1, 0.10)}},
+	}
+	failed := []failedRun{
+		{variation: "sgd-b8192", seed: 1, optimizer: "sgd", globalBatch: 8192},
+		{variation: "lamb-b8192", seed: 2, optimizer: "lamb", globalBatch: 8192},
+		{variation: "novograd-b8192", seed: 1, optimizer: "novograd", globalBatch: 8192},
+	}
+	fig, err := plotMetricVsBatch("lb", groups, failed)
+	if err != nil || fig == nil {
+		t.Fatalf("plot %v, %v", fig, err)
+	}
+	svg := string(fig.svg)
+	for _, want := range []string{
+		"lamb: 128: 93.70 ± 0.14, 8192: 92.50 (a seed failed)",
+		"sgd: 128: 93.80, 1024: 10.00 (off the axis), 8192: failed",
+		"novograd: 8192: failed",
+		"every seed at that batch failed",
+	} {
+		if !strings.Contains(svg, html.EscapeString(want)) {
+			t.Errorf("the plot lacks %q", want)
+		}
+	}
+	for _, tick := range []string{">128</text>", ">1024</text>", ">8192</text>"} { // the batches label the axis
+		if !strings.Contains(svg, tick) {
+			t.Errorf("the plot's axis lacks %q", tick)
+		}
+	}
+	if fig, err := plotMetricVsBatch("one", groups[:1], nil); fig != nil || err != nil {
+		t.Errorf("one batch: %v, %v", fig, err)
 	}
 }
