@@ -34,7 +34,7 @@ without training:
                                holding a validation split out)
   accuracy_vs_batch.png        final test accuracy against the global batch, a
                                line per optimizer or recipe, failed batches
-                               marked (sweeps of one model and compressor at
+                               marked as such (sweeps of one model and compressor at
                                two or more global batches, as the table's
                                section by optimizer and global batch)
   scaling_speedup_<B>gbps.png  time model's speed-up against workers, and

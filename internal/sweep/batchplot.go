@@ -1,13 +1,13 @@
 package sweep
 
 import (
-	"fmt"
 	"math"
 	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 )
@@ -15,17 +15,30 @@ import (
 // AccVsBatchPNG is the large-batch comparison's plot (see plotMetricVsBatch).
 const AccVsBatchPNG = "accuracy_vs_batch.png"
 
-// offEdge is the share of the metric axis added at its bad end (the bottom for
-// accuracy) where failed runs and values off the band are drawn, so that
-// their marks do not sit on the points inside it.
-const offEdge = 0.15
+// The strip at the metric axis's bad end (the bottom for accuracy) where
+// failed batches and values off the band are marked: a slot per mark at a
+// batch, so that marks of several rows at one batch do not cover each other.
+const (
+	edgeSlot    = 0.07 // of the band's height, per slot
+	edgeMaxFrac = 0.45 // the most the strip takes, however many slots
+)
+
+// edgeMark is a mark in the strip: a row's failed batch (its word "failed")
+// or its value off the band (its glyph).
+type edgeMark struct {
+	row    int
+	x      float64
+	slot   int
+	failed bool
+}
 
 // plotMetricVsBatch draws the large-batch comparison laid out by newBatchGrid:
 // each row's final test metric against the global batch (log axis), the mean
-// over seeds with ±std error bars; a batch where every run of a row failed is
-// a cross at the axis's bad end, as is a value that collapsed far below the
-// others (see bandLimit), and the legend gives every cell's figure. Nil when
-// the sweep is not such a comparison.
+// over seeds with ±std error bars. A batch where every run of a row failed is
+// the word "failed" in the row's colour in a strip at the axis's bad end, and
+// a value that collapsed far below the others (see bandLimit) the row's glyph
+// there, not joined to its line; the legend gives every cell's figure. Nil
+// when the sweep is not such a comparison.
 func plotMetricVsBatch(name string, groups []group, failed []failedRun) (*figure, error) {
 	bg := newBatchGrid(groups, failed)
 	if bg == nil {
@@ -41,16 +54,30 @@ func plotMetricVsBatch(name string, groups []group, failed []failedRun) (*figure
 		}
 	}
 	inside := func(float64) bool { return false }
-	lo, hi := math.Inf(1), math.Inf(-1)
 	if len(ys) > 0 {
 		_, inside = bandLimit(ys, acc)
-		for _, g := range bg.cell {
-			if v := values(*g, m.value); len(v) > 0 && inside(mean(v)) {
+	}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	var marks []edgeMark
+	slots := map[int]int{} // batch -> marks so far
+	for i, row := range bg.rows {
+		for _, b := range bg.batches {
+			key := cellKey(row, b)
+			g := bg.cell[key]
+			var v []float64
+			if g != nil {
+				v = values(*g, m.value)
+			}
+			switch {
+			case len(v) > 0 && inside(mean(v)):
 				lo, hi = math.Min(lo, mean(v)-sampleStd(v)), math.Max(hi, mean(v)+sampleStd(v))
+			case len(v) > 0 || g == nil && bg.failed[key]:
+				marks = append(marks, edgeMark{row: i, x: math.Log2(float64(b)), slot: slots[b], failed: len(v) == 0})
+				slots[b]++
 			}
 		}
 	}
-	if math.IsInf(lo, 0) { // every run failed
+	if math.IsInf(lo, 0) { // no value inside: every run failed or collapsed
 		lo, hi = 0, 1
 		if acc {
 			hi = 100
@@ -58,37 +85,47 @@ func plotMetricVsBatch(name string, groups []group, failed []failedRun) (*figure
 	}
 	pad := max((hi-lo)*0.06, 0.01*math.Max(math.Abs(hi), 1))
 	p.Y.Min, p.Y.Max = lo-pad, hi+pad
-	edgeMarks := len(bg.failed) > 0 || len(ys) > 0 && func() bool {
-		for _, y := range ys {
-			if !inside(y) {
-				return true
-			}
+	// The strip, and where slot k of it lies.
+	slotY := func(int) float64 { return 0 }
+	if len(marks) > 0 {
+		n := 0
+		for _, c := range slots {
+			n = max(n, c)
 		}
-		return false
-	}()
-	if edgeMarks {
-		if extra := (p.Y.Max - p.Y.Min) * offEdge; acc {
-			p.Y.Min -= extra
+		span := p.Y.Max - p.Y.Min
+		step := math.Min(edgeSlot*span, edgeMaxFrac*span/float64(n))
+		strip := step * float64(n)
+		edge := p.Y.Min // the band's end, where the strip begins
+		if acc {
+			p.Y.Min -= strip
+			slotY = func(k int) float64 { return p.Y.Min + step*(float64(k)+0.5) }
 		} else {
-			p.Y.Max += extra
+			edge = p.Y.Max
+			p.Y.Max += strip
+			slotY = func(k int) float64 { return p.Y.Max - step*(float64(k)+0.5) }
 		}
+		// The strip has no ticks (its marks are not values) and a dashed
+		// line parts it from the band.
+		p.Y.Tick.Marker = stripTicks{inner: p.Y.Tick.Marker, edge: edge, below: acc}
+		sep, err := plotter.NewLine(plotter.XYs{{X: -100, Y: edge}, {X: 100, Y: edge}})
+		if err != nil {
+			return nil, err
+		}
+		sep.LineStyle = draw.LineStyle{Color: palette[7], Width: vg.Points(0.75), Dashes: []vg.Length{vg.Points(4), vg.Points(3)}}
+		p.Add(sep)
 	}
-	edge := axisEdge(p, acc)
 
 	leg := newLegend()
-	anyFailed := false
 	for i, row := range bg.rows {
-		var xy, offAt, crossAt plotter.XYs
+		var xy plotter.XYs
 		var std []float64
 		var cells []string
 		for _, b := range bg.batches {
-			x := math.Log2(float64(b))
 			key := cellKey(row, b)
 			g := bg.cell[key]
 			if g == nil {
 				if bg.failed[key] {
-					crossAt = append(crossAt, plotter.XY{X: x, Y: edge})
-					cells = append(cells, fmt.Sprintf("%d: failed", b))
+					cells = append(cells, strconv.Itoa(b)+": failed")
 				}
 				continue
 			}
@@ -96,48 +133,62 @@ func plotMetricVsBatch(name string, groups []group, failed []failedRun) (*figure
 			if len(v) == 0 {
 				continue
 			}
-			text := fmt.Sprintf("%d: %s", b, meanStd(v, m.decimals))
-			pt := plotter.XY{X: x, Y: mean(v)}
-			sd := sampleStd(v)
+			text := strconv.Itoa(b) + ": " + meanStd(v, m.decimals)
 			if bg.failed[key] {
 				text += " (a seed failed)"
 			}
-			if !inside(pt.Y) {
-				// A glyph at the edge, not joined to the line: a segment down
-				// to it would draw a slope that is not the data's.
-				offAt, cells = append(offAt, plotter.XY{X: x, Y: edge}), append(cells, text+" (off the axis)")
+			if !inside(mean(v)) {
+				cells = append(cells, text+" (off the axis)")
 				continue
 			}
-			xy, std, cells = append(xy, pt), append(std, sd), append(cells, text)
+			xy = append(xy, plotter.XY{X: math.Log2(float64(b)), Y: mean(v)})
+			std, cells = append(std, sampleStd(v)), append(cells, text)
 		}
 		label := row + ": " + strings.Join(cells, ", ")
-		if len(offAt) > 0 {
-			sc, err := plotter.NewScatter(offAt)
-			if err != nil {
-				return nil, err
-			}
-			_, sc.GlyphStyle = style(i)
-			p.Add(sc)
-			if len(xy) == 0 && len(crossAt) == 0 {
-				leg.Add(label, sc)
+		var off plotter.XYs
+		var failedAt plotter.XYs
+		for _, mk := range marks {
+			if mk.row != i {
 				continue
+			}
+			if mk.failed {
+				failedAt = append(failedAt, plotter.XY{X: mk.x, Y: slotY(mk.slot)})
+			} else {
+				off = append(off, plotter.XY{X: mk.x, Y: slotY(mk.slot)})
 			}
 		}
-		if len(crossAt) > 0 {
-			anyFailed = true
-			sc, err := plotter.NewScatter(crossAt)
+		lineStyle, glyph := style(i)
+		if len(off) > 0 {
+			sc, err := plotter.NewScatter(off)
 			if err != nil {
 				return nil, err
 			}
-			_, sc.GlyphStyle = style(i)
-			sc.GlyphStyle.Shape, sc.GlyphStyle.Radius = draw.CrossGlyph{}, vg.Points(6)
+			sc.GlyphStyle = glyph
 			p.Add(sc)
-			if len(xy) == 0 { // every run of the row failed: its crosses alone
-				leg.Add(label, sc)
-				continue
+		}
+		if len(failedAt) > 0 {
+			words := make([]string, len(failedAt))
+			for k := range words {
+				words[k] = "failed"
 			}
+			lab, err := plotter.NewLabels(plotter.XYLabels{XYs: failedAt, Labels: words})
+			if err != nil {
+				return nil, err
+			}
+			for k := range lab.TextStyle {
+				lab.TextStyle[k].Color = lineStyle.Color
+				lab.TextStyle[k].XAlign, lab.TextStyle[k].YAlign = text.XCenter, text.YCenter
+			}
+			p.Add(lab)
 		}
 		if len(xy) == 0 {
+			_, g := style(i)
+			sc, err := plotter.NewScatter(plotter.XYs{{}}) // the legend's thumbnail only
+			if err != nil {
+				return nil, err
+			}
+			sc.GlyphStyle = g
+			leg.Add(label, sc)
 			continue
 		}
 		if err := addLinePoints(p, leg, i, label, xy); err != nil {
@@ -147,20 +198,39 @@ func plotMetricVsBatch(name string, groups []group, failed []failedRun) (*figure
 			return nil, err
 		}
 	}
-	if anyFailed {
-		// A legend entry of its own says what a cross means (the scatter is
-		// its thumbnail only, not drawn on the plot).
-		sc, err := plotter.NewScatter(plotter.XYs{{}})
-		if err != nil {
-			return nil, err
-		}
-		sc.GlyphStyle = draw.GlyphStyle{Color: palette[7], Radius: vg.Points(6), Shape: draw.CrossGlyph{}}
-		leg.Add("x: every seed at that batch failed (drawn at the axis's end)", sc)
+	if len(marks) > 0 {
+		leg.Add(beyondNote(acc))
 	}
 	lo2, hi2 := math.Log2(float64(bg.batches[0])), math.Log2(float64(bg.batches[len(bg.batches)-1]))
 	p.X.Min, p.X.Max = lo2-0.5, hi2+0.5
 	p.X.Tick.Marker = batchTicks(bg.batches)
 	return render(p, leg)
+}
+
+// beyondNote is the legend's line on the strip.
+func beyondNote(acc bool) string {
+	side := "above"
+	if acc {
+		side = "below"
+	}
+	return side + " the dashed line: failed batches and values off the axis, not to scale"
+}
+
+// stripTicks are inner's ticks less those in the strip beyond edge (below it
+// when below, else above).
+type stripTicks struct {
+	inner plot.Ticker
+	edge  float64
+	below bool
+}
+
+func (t stripTicks) Ticks(lo, hi float64) []plot.Tick {
+	if t.below {
+		lo = t.edge
+	} else {
+		hi = t.edge
+	}
+	return t.inner.Ticks(lo, hi)
 }
 
 // batchTicks labels the global batches of a sweep on a log2 axis.

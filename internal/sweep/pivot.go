@@ -152,11 +152,13 @@ func optimizerBatchPivot(groups []group, metrics []metric, failed []failedRun) s
 	return b.String()
 }
 
-// pivotRow is the pivot row of a variation: its name without a trailing
-// -b<batch> when it has one, else its optimizer.
+// pivotRow is the pivot row of a variation: its name without its -b<batch>
+// part when it has one (lars-b128 and lars-b8192 are the row lars,
+// lars-b128-adapt the row lars-adapt), else its optimizer.
 func pivotRow(name, optimizer, batch string) string {
-	if stem, ok := strings.CutSuffix(name, "-b"+batch); ok && stem != "" {
-		return stem
+	parts := strings.Split(name, "-")
+	if i := slices.Index(parts, "b"+batch); i > 0 {
+		return strings.Join(slices.Delete(parts, i, i+1), "-")
 	}
 	return optimizer
 }

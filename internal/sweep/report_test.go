@@ -668,16 +668,17 @@ func TestBatchGridFailedColumn(t *testing.T) {
 		s.GlobalBatch, s.OptimizerStateBytesPerParam = batch, 4
 		return group{name: variation, runs: []*runData{{variation: variation, seed: 1, sum: &s}}}
 	}
-	groups := []group{run("sgd-b128-0.2", 128, 0.9396), run("sgd-b1024-1.6", 1024, 0.9310)}
+	// -b<batch> inside a name: the row is the name without it.
+	groups := []group{run("sgd-b128-linear", 128, 0.9396), run("sgd-b1024-linear", 1024, 0.9310)}
 	failed := []failedRun{
-		{variation: "sgd-b8192-12.8", seed: 1, optimizer: "sgd", globalBatch: 8192},
+		{variation: "sgd-b8192-linear", seed: 1, optimizer: "sgd", globalBatch: 8192},
 		{variation: "lars-b8192", seed: 1, optimizer: "lars", globalBatch: 8192},
 		{variation: "unreadable", seed: 1}, // its config did not load: in no cell
 	}
 	table := optimizerBatchPivot(groups, []metric{accuracyMetric}, failed)
 	for _, want := range []string{
 		"| optimizer | batch 128 | batch 1024 | batch 8192 | state bytes per parameter |",
-		"| sgd | 93.96 | 93.10 (-0.86) | failed | 4.00 |",
+		"| sgd-linear | 93.96 | 93.10 (-0.86) | failed | 4.00 |",
 		"| lars | — | — | failed | — |",
 	} {
 		if !strings.Contains(table, want) {
@@ -719,11 +720,15 @@ func TestPlotMetricVsBatch(t *testing.T) {
 		"lamb: 128: 93.70 ± 0.14, 8192: 92.50 (a seed failed)",
 		"sgd: 128: 93.80, 1024: 10.00 (off the axis), 8192: failed",
 		"novograd: 8192: failed",
-		"every seed at that batch failed",
+		"below the dashed line: failed batches and values off the axis",
 	} {
 		if !strings.Contains(svg, html.EscapeString(want)) {
 			t.Errorf("the plot lacks %q", want)
 		}
+	}
+	// The failed batches are marked on the plot: sgd's and novograd's at 8192.
+	if n := strings.Count(svg, ">failed</text>"); n != 2 {
+		t.Errorf("%d failed marks on the plot, want 2", n)
 	}
 	for _, tick := range []string{">128</text>", ">1024</text>", ">8192</text>"} { // the batches label the axis
 		if !strings.Contains(svg, tick) {
