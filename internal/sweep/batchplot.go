@@ -1,6 +1,7 @@
 package sweep
 
 import (
+	"image/color"
 	"math"
 	"strconv"
 	"strings"
@@ -85,34 +86,13 @@ func plotMetricVsBatch(name string, groups []group, failed []failedRun) (*figure
 	}
 	pad := max((hi-lo)*0.06, 0.01*math.Max(math.Abs(hi), 1))
 	p.Y.Min, p.Y.Max = lo-pad, hi+pad
-	// The strip, and where slot k of it lies.
 	slotY := func(int) float64 { return 0 }
 	if len(marks) > 0 {
 		n := 0
 		for _, c := range slots {
 			n = max(n, c)
 		}
-		span := p.Y.Max - p.Y.Min
-		step := math.Min(edgeSlot*span, edgeMaxFrac*span/float64(n))
-		strip := step * float64(n)
-		edge := p.Y.Min // the band's end, where the strip begins
-		if acc {
-			p.Y.Min -= strip
-			slotY = func(k int) float64 { return p.Y.Min + step*(float64(k)+0.5) }
-		} else {
-			edge = p.Y.Max
-			p.Y.Max += strip
-			slotY = func(k int) float64 { return p.Y.Max - step*(float64(k)+0.5) }
-		}
-		// The strip has no ticks (its marks are not values) and a dashed
-		// line parts it from the band.
-		p.Y.Tick.Marker = stripTicks{inner: p.Y.Tick.Marker, edge: edge, below: acc}
-		sep, err := plotter.NewLine(plotter.XYs{{X: -100, Y: edge}, {X: 100, Y: edge}})
-		if err != nil {
-			return nil, err
-		}
-		sep.LineStyle = draw.LineStyle{Color: palette[7], Width: vg.Points(0.75), Dashes: []vg.Length{vg.Points(4), vg.Points(3)}}
-		p.Add(sep)
+		slotY = addStrip(p, acc, n)
 	}
 
 	leg := newLegend()
@@ -166,20 +146,8 @@ func plotMetricVsBatch(name string, groups []group, failed []failedRun) (*figure
 			sc.GlyphStyle = glyph
 			p.Add(sc)
 		}
-		if len(failedAt) > 0 {
-			words := make([]string, len(failedAt))
-			for k := range words {
-				words[k] = "failed"
-			}
-			lab, err := plotter.NewLabels(plotter.XYLabels{XYs: failedAt, Labels: words})
-			if err != nil {
-				return nil, err
-			}
-			for k := range lab.TextStyle {
-				lab.TextStyle[k].Color = lineStyle.Color
-				lab.TextStyle[k].XAlign, lab.TextStyle[k].YAlign = text.XCenter, text.YCenter
-			}
-			p.Add(lab)
+		if err := addFailedWords(p, failedAt, lineStyle.Color); err != nil {
+			return nil, err
 		}
 		if len(xy) == 0 {
 			_, g := style(i)
@@ -207,13 +175,69 @@ func plotMetricVsBatch(name string, groups []group, failed []failedRun) (*figure
 	return render(p, leg)
 }
 
+// addStrip extends p's metric axis at its bad end (the bottom for accuracy)
+// by a strip of n slots for marks that are not values (failed runs, values
+// off the band), parted from the band by a dashed line and without ticks, and
+// returns where slot k lies.
+func addStrip(p *plot.Plot, acc bool, n int) (slotY func(int) float64) {
+	span := p.Y.Max - p.Y.Min
+	step := math.Min(edgeSlot*span, edgeMaxFrac*span/float64(max(n, 1)))
+	strip := step * float64(max(n, 1))
+	edge := p.Y.Min // the band's end, where the strip begins
+	if acc {
+		p.Y.Min -= strip
+		slotY = func(k int) float64 { return p.Y.Min + step*(float64(k)+0.5) }
+	} else {
+		edge = p.Y.Max
+		p.Y.Max += strip
+		slotY = func(k int) float64 { return p.Y.Max - step*(float64(k)+0.5) }
+	}
+	p.Y.Tick.Marker = stripTicks{inner: p.Y.Tick.Marker, edge: edge, below: acc}
+	p.Add(hLine{y: edge, style: draw.LineStyle{Color: palette[7], Width: vg.Points(0.75), Dashes: []vg.Length{vg.Points(4), vg.Points(3)}}})
+	return slotY
+}
+
+// hLine is a horizontal line across the whole data area at y. It has no
+// data range, so that it leaves the axes' ranges as they are.
+type hLine struct {
+	y     float64
+	style draw.LineStyle
+}
+
+func (h hLine) Plot(c draw.Canvas, p *plot.Plot) {
+	_, trY := p.Transforms(&c)
+	y := trY(h.y)
+	c.StrokeLine2(h.style, c.Min.X, y, c.Max.X, y)
+}
+
+// addFailedWords writes "failed" centred at each point, in colour c.
+func addFailedWords(p *plot.Plot, at plotter.XYs, c color.Color) error {
+	if len(at) == 0 {
+		return nil
+	}
+	words := make([]string, len(at))
+	for k := range words {
+		words[k] = "failed"
+	}
+	lab, err := plotter.NewLabels(plotter.XYLabels{XYs: at, Labels: words})
+	if err != nil {
+		return err
+	}
+	for k := range lab.TextStyle {
+		lab.TextStyle[k].Color = c
+		lab.TextStyle[k].XAlign, lab.TextStyle[k].YAlign = text.XCenter, text.YCenter
+	}
+	p.Add(lab)
+	return nil
+}
+
 // beyondNote is the legend's line on the strip.
 func beyondNote(acc bool) string {
 	side := "above"
 	if acc {
 		side = "below"
 	}
-	return side + " the dashed line: failed batches and values off the axis, not to scale"
+	return side + " the dashed line: failed runs and values off the axis, not to scale"
 }
 
 // stripTicks are inner's ticks less those in the strip beyond edge (below it

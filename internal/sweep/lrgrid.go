@@ -268,7 +268,8 @@ func plotValidationVsRate(name string, groups []group, failed []failedRun) (*fig
 		rates    []string // each point's rate as the table writes it
 		std      []float64
 		failures []string
-		dodge    int // the how-manieth trial at its rate, 0 for a grid
+		failX    []float64 // where each failure is marked
+		dodge    int       // the how-manieth trial at its rate, 0 for a grid
 	}
 	var curves []curve
 	var ys []float64
@@ -290,7 +291,7 @@ func plotValidationVsRate(name string, groups []group, failed []failedRun) (*fig
 			rate := strconv.FormatFloat(pt.rate, 'g', -1, 64)
 			minX, maxX = min(minX, math.Log10(pt.rate)), max(maxX, math.Log10(pt.rate))
 			if pt.group == nil {
-				c.failures = append(c.failures, rate)
+				c.failures, c.failX = append(c.failures, rate), append(c.failX, math.Log10(pt.rate))
 				continue
 			}
 			v := values(*pt.group, val.value)
@@ -312,6 +313,9 @@ func plotValidationVsRate(name string, groups []group, failed []failedRun) (*fig
 		for j := range c.xy {
 			c.xy[j].X += float64(c.dodge) * trialDodge * (p.X.Max - p.X.Min)
 		}
+		for j := range c.failX {
+			c.failX[j] += float64(c.dodge) * trialDodge * (p.X.Max - p.X.Min)
+		}
 	}
 	limit, inside := bandLimit(ys, acc)
 	lo, hi := math.Inf(1), math.Inf(-1)
@@ -326,6 +330,34 @@ func plotValidationVsRate(name string, groups []group, failed []failedRun) (*fig
 		}
 	}
 	setBand(p, lo, hi, limit, acc, anyOff)
+	// Failed rates are the word "failed" in a strip beyond the band (a slot
+	// per mark at a rate), whose first slot then holds the values off it.
+	edgeY := func() float64 { return axisEdge(p, acc) }
+	failY := map[*curve][]float64{}
+	if slices.ContainsFunc(curves, func(c curve) bool { return len(c.failX) > 0 }) {
+		first := 0
+		if anyOff {
+			first = 1
+		}
+		slotAt := map[float64]int{}
+		n := 0
+		for _, c := range curves {
+			for _, x := range c.failX {
+				slotAt[x]++
+				n = max(n, slotAt[x])
+			}
+		}
+		setBand(p, lo, hi, limit, acc, false) // the band alone: the strip takes the values off it
+		slotY := addStrip(p, acc, n+first)
+		edgeY = func() float64 { return slotY(0) }
+		clear(slotAt)
+		for i := range curves {
+			for _, x := range curves[i].failX {
+				failY[&curves[i]] = append(failY[&curves[i]], slotY(first+slotAt[x]))
+				slotAt[x]++
+			}
+		}
+	}
 	leg := newLegend()
 	for i, c := range curves {
 		xy := make(plotter.XYs, len(c.xy))
@@ -333,7 +365,7 @@ func plotValidationVsRate(name string, groups []group, failed []failedRun) (*fig
 		var off []string // rates off the axis, with their figures
 		for j, q := range c.xy {
 			if !inside(q.Y) {
-				xy[j].Y = axisEdge(p, acc)
+				xy[j].Y = edgeY()
 				off = append(off, c.rates[j]+": "+fixed(q.Y, val.decimals))
 			}
 		}
@@ -343,6 +375,14 @@ func plotValidationVsRate(name string, groups []group, failed []failedRun) (*fig
 		}
 		if len(c.failures) > 0 {
 			label += "; failed at " + strings.Join(c.failures, ", ")
+			lineStyle, _ := style(i)
+			at := make(plotter.XYs, len(c.failX))
+			for j, x := range c.failX {
+				at[j] = plotter.XY{X: x, Y: failY[&curves[i]][j]}
+			}
+			if err := addFailedWords(p, at, lineStyle.Color); err != nil {
+				return nil, err
+			}
 		}
 		if len(xy) == 0 {
 			leg.Add(label)
@@ -360,6 +400,9 @@ func plotValidationVsRate(name string, groups []group, failed []failedRun) (*fig
 		if err := addErrorBars(p, i, xy, std); err != nil {
 			return nil, err
 		}
+	}
+	if len(failY) > 0 {
+		leg.Add(beyondNote(acc))
 	}
 	p.X.Tick.Marker = log10Ticks{}
 	return render(p, leg)

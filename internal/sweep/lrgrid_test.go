@@ -191,7 +191,7 @@ func probeGroups() ([]group, []failedRun) {
 // TestPlotValidationVsRate: one curve per grid, named with its settings; a
 // rate more than 20 points below the best (lars-100-adapt's 9.62% against
 // 93%) is drawn at the axis edge and named in the legend with its figure, a
-// failed rate named too; no plot without grids.
+// failed rate named too and marked "failed" on the plot; no plot without grids.
 func TestPlotValidationVsRate(t *testing.T) {
 	groups, failed := probeGroups()
 	groups = append(groups, group{name: "lars-100-adapt", listed: true, runs: []*runData{func() *runData {
@@ -210,10 +210,15 @@ func TestPlotValidationVsRate(t *testing.T) {
 		">lars @ 8192 (optim.adapt_norm_bias=true); off the axis 100: 9.62<",
 		">lamb @ 8192; failed at 0.15<",
 		">lamb @ 8192 (schedule.warmup_epochs=15) at 0.05<",
+		">below the dashed line: failed runs and values off the axis, not to scale<",
 	} {
 		if !strings.Contains(svg, want) {
 			t.Errorf("the plot lacks %q", want)
 		}
+	}
+	// The failed rate is marked on the plot too, in the strip below the band.
+	if n := strings.Count(svg, ">failed</text>"); n != 1 {
+		t.Errorf("%d failed marks on the plot, want 1", n)
 	}
 	if fig, err := plotValidationVsRate("one", groups[:1], nil); err != nil || fig != nil {
 		t.Errorf("a plot without a grid: %v", err)

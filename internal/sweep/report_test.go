@@ -720,7 +720,7 @@ func TestPlotMetricVsBatch(t *testing.T) {
 		"lamb: 128: 93.70 ± 0.14, 8192: 92.50 (a seed failed)",
 		"sgd: 128: 93.80, 1024: 10.00 (off the axis), 8192: failed",
 		"novograd: 8192: failed",
-		"below the dashed line: failed batches and values off the axis",
+		"below the dashed line: failed runs and values off the axis",
 	} {
 		if !strings.Contains(svg, html.EscapeString(want)) {
 			t.Errorf("the plot lacks %q", want)
