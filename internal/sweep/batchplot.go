@@ -150,12 +150,11 @@ func plotMetricVsBatch(name string, groups []group, failed []failedRun) (*figure
 			return nil, err
 		}
 		if len(xy) == 0 {
-			_, g := style(i)
 			sc, err := plotter.NewScatter(plotter.XYs{{}}) // the legend's thumbnail only
 			if err != nil {
 				return nil, err
 			}
-			sc.GlyphStyle = g
+			sc.GlyphStyle = glyph
 			leg.Add(label, sc)
 			continue
 		}
