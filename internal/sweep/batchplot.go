@@ -24,13 +24,13 @@ const (
 	edgeMaxFrac = 0.45 // the most the strip takes, however many slots
 )
 
-// edgeMark is a mark in the strip: a row's failed batch (its word "failed")
-// or its value off the band (its glyph).
-type edgeMark struct {
-	row    int
-	x      float64
-	slot   int
-	failed bool
+// batchLine is a row of the comparison as plotMetricVsBatch draws it: its
+// values inside the band, its marks in the strip (at a batch's x, in a slot),
+// and every cell's figure for the legend.
+type batchLine struct {
+	xy, off, failed plotter.XYs // off and failed: X and the slot number as Y, until placed
+	std             []float64
+	cells           []string
 }
 
 // plotMetricVsBatch draws the large-batch comparison laid out by newBatchGrid:
@@ -58,54 +58,27 @@ func plotMetricVsBatch(name string, groups []group, failed []failedRun) (*figure
 	if len(ys) > 0 {
 		_, inside = bandLimit(ys, acc)
 	}
+	// Each cell once: a value in the band, a mark in the strip (a slot per
+	// mark at a batch), or nothing; and its figure for the legend.
 	lo, hi := math.Inf(1), math.Inf(-1)
-	var marks []edgeMark
 	slots := map[int]int{} // batch -> marks so far
+	maxSlots := 0
+	mark := func(b int) plotter.XY {
+		at := plotter.XY{X: math.Log2(float64(b)), Y: float64(slots[b])}
+		slots[b]++
+		maxSlots = max(maxSlots, slots[b])
+		return at
+	}
+	lines := make([]batchLine, len(bg.rows))
 	for i, row := range bg.rows {
-		for _, b := range bg.batches {
-			key := cellKey(row, b)
-			g := bg.cell[key]
-			var v []float64
-			if g != nil {
-				v = values(*g, m.value)
-			}
-			switch {
-			case len(v) > 0 && inside(mean(v)):
-				lo, hi = math.Min(lo, mean(v)-sampleStd(v)), math.Max(hi, mean(v)+sampleStd(v))
-			case len(v) > 0 || g == nil && bg.failed[key]:
-				marks = append(marks, edgeMark{row: i, x: math.Log2(float64(b)), slot: slots[b], failed: len(v) == 0})
-				slots[b]++
-			}
-		}
-	}
-	if math.IsInf(lo, 0) { // no value inside: every run failed or collapsed
-		lo, hi = 0, 1
-		if acc {
-			hi = 100
-		}
-	}
-	pad := max((hi-lo)*0.06, 0.01*math.Max(math.Abs(hi), 1))
-	p.Y.Min, p.Y.Max = lo-pad, hi+pad
-	slotY := func(int) float64 { return 0 }
-	if len(marks) > 0 {
-		n := 0
-		for _, c := range slots {
-			n = max(n, c)
-		}
-		slotY = addStrip(p, acc, n)
-	}
-
-	leg := newLegend()
-	for i, row := range bg.rows {
-		var xy plotter.XYs
-		var std []float64
-		var cells []string
+		l := &lines[i]
 		for _, b := range bg.batches {
 			key := cellKey(row, b)
 			g := bg.cell[key]
 			if g == nil {
 				if bg.failed[key] {
-					cells = append(cells, strconv.Itoa(b)+": failed")
+					l.failed = append(l.failed, mark(b))
+					l.cells = append(l.cells, strconv.Itoa(b)+": failed")
 				}
 				continue
 			}
@@ -118,38 +91,51 @@ func plotMetricVsBatch(name string, groups []group, failed []failedRun) (*figure
 				text += " (a seed failed)"
 			}
 			if !inside(mean(v)) {
-				cells = append(cells, text+" (off the axis)")
+				l.off = append(l.off, mark(b))
+				l.cells = append(l.cells, text+" (off the axis)")
 				continue
 			}
-			xy = append(xy, plotter.XY{X: math.Log2(float64(b)), Y: mean(v)})
-			std, cells = append(std, sampleStd(v)), append(cells, text)
+			l.xy = append(l.xy, plotter.XY{X: math.Log2(float64(b)), Y: mean(v)})
+			l.std, l.cells = append(l.std, sampleStd(v)), append(l.cells, text)
+			lo, hi = math.Min(lo, mean(v)-sampleStd(v)), math.Max(hi, mean(v)+sampleStd(v))
 		}
-		label := row + ": " + strings.Join(cells, ", ")
-		var off plotter.XYs
-		var failedAt plotter.XYs
-		for _, mk := range marks {
-			if mk.row != i {
-				continue
-			}
-			if mk.failed {
-				failedAt = append(failedAt, plotter.XY{X: mk.x, Y: slotY(mk.slot)})
-			} else {
-				off = append(off, plotter.XY{X: mk.x, Y: slotY(mk.slot)})
-			}
+	}
+	if math.IsInf(lo, 0) { // no value inside: every run failed or collapsed
+		lo, hi = 0, 1
+		if acc {
+			hi = 100
 		}
+	}
+	setBand(p, lo, hi, 0, acc, false)
+	slotY := func(int) float64 { return 0 }
+	if maxSlots > 0 {
+		slotY = addStrip(p, acc, maxSlots)
+	}
+	place := func(marks plotter.XYs) {
+		for k := range marks {
+			marks[k].Y = slotY(int(marks[k].Y))
+		}
+	}
+
+	leg := newLegend()
+	for i, row := range bg.rows {
+		l := lines[i]
+		place(l.off)
+		place(l.failed)
+		label := row + ": " + strings.Join(l.cells, ", ")
 		lineStyle, glyph := style(i)
-		if len(off) > 0 {
-			sc, err := plotter.NewScatter(off)
+		if len(l.off) > 0 {
+			sc, err := plotter.NewScatter(l.off)
 			if err != nil {
 				return nil, err
 			}
 			sc.GlyphStyle = glyph
 			p.Add(sc)
 		}
-		if err := addFailedWords(p, failedAt, lineStyle.Color); err != nil {
+		if err := addFailedWords(p, l.failed, lineStyle.Color); err != nil {
 			return nil, err
 		}
-		if len(xy) == 0 {
+		if len(l.xy) == 0 {
 			sc, err := plotter.NewScatter(plotter.XYs{{}}) // the legend's thumbnail only
 			if err != nil {
 				return nil, err
@@ -158,14 +144,14 @@ func plotMetricVsBatch(name string, groups []group, failed []failedRun) (*figure
 			leg.Add(label, sc)
 			continue
 		}
-		if err := addLinePoints(p, leg, i, label, xy); err != nil {
+		if err := addLinePoints(p, leg, i, label, l.xy); err != nil {
 			return nil, err
 		}
-		if err := addErrorBars(p, i, xy, std); err != nil {
+		if err := addErrorBars(p, i, l.xy, l.std); err != nil {
 			return nil, err
 		}
 	}
-	if len(marks) > 0 {
+	if maxSlots > 0 {
 		leg.Add(beyondNote(acc))
 	}
 	lo2, hi2 := math.Log2(float64(bg.batches[0])), math.Log2(float64(bg.batches[len(bg.batches)-1]))

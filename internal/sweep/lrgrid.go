@@ -268,8 +268,9 @@ func plotValidationVsRate(name string, groups []group, failed []failedRun) (*fig
 		rates    []string // each point's rate as the table writes it
 		std      []float64
 		failures []string
-		failX    []float64 // where each failure is marked
-		dodge    int       // the how-manieth trial at its rate, 0 for a grid
+		failX    []float64 // where each failure is marked: x, and y once the strip is laid out
+		failY    []float64
+		dodge    int // the how-manieth trial at its rate, 0 for a grid
 	}
 	var curves []curve
 	var ys []float64
@@ -329,32 +330,31 @@ func plotValidationVsRate(name string, groups []group, failed []failedRun) (*fig
 			}
 		}
 	}
-	setBand(p, lo, hi, limit, acc, anyOff)
 	// Failed rates are the word "failed" in a strip beyond the band (a slot
-	// per mark at a rate), whose first slot then holds the values off it.
+	// per mark at a rate), whose first slot then holds the values off it;
+	// without failures the values off the band sit at the axis's edge.
+	anyFailed := slices.ContainsFunc(curves, func(c curve) bool { return len(c.failX) > 0 })
+	setBand(p, lo, hi, limit, acc, anyOff && !anyFailed)
 	edgeY := func() float64 { return axisEdge(p, acc) }
-	failY := map[*curve][]float64{}
-	if slices.ContainsFunc(curves, func(c curve) bool { return len(c.failX) > 0 }) {
+	if anyFailed {
 		first := 0
 		if anyOff {
 			first = 1
 		}
-		slotAt := map[float64]int{}
+		slotAt := map[float64]int{} // marks so far at an x
 		n := 0
-		for _, c := range curves {
-			for _, x := range c.failX {
-				slotAt[x]++
-				n = max(n, slotAt[x])
-			}
-		}
-		setBand(p, lo, hi, limit, acc, false) // the band alone: the strip takes the values off it
-		slotY := addStrip(p, acc, n+first)
-		edgeY = func() float64 { return slotY(0) }
-		clear(slotAt)
 		for i := range curves {
 			for _, x := range curves[i].failX {
-				failY[&curves[i]] = append(failY[&curves[i]], slotY(first+slotAt[x]))
+				curves[i].failY = append(curves[i].failY, float64(first+slotAt[x]))
 				slotAt[x]++
+				n = max(n, first+slotAt[x])
+			}
+		}
+		slotY := addStrip(p, acc, n)
+		edgeY = func() float64 { return slotY(0) }
+		for i := range curves {
+			for j, k := range curves[i].failY {
+				curves[i].failY[j] = slotY(int(k))
 			}
 		}
 	}
@@ -378,7 +378,7 @@ func plotValidationVsRate(name string, groups []group, failed []failedRun) (*fig
 			lineStyle, _ := style(i)
 			at := make(plotter.XYs, len(c.failX))
 			for j, x := range c.failX {
-				at[j] = plotter.XY{X: x, Y: failY[&curves[i]][j]}
+				at[j] = plotter.XY{X: x, Y: c.failY[j]}
 			}
 			if err := addFailedWords(p, at, lineStyle.Color); err != nil {
 				return nil, err
@@ -401,7 +401,7 @@ func plotValidationVsRate(name string, groups []group, failed []failedRun) (*fig
 			return nil, err
 		}
 	}
-	if len(failY) > 0 {
+	if anyFailed {
 		leg.Add(beyondNote(acc))
 	}
 	p.X.Tick.Marker = log10Ticks{}
