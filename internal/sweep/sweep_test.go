@@ -576,6 +576,38 @@ func TestETA(t *testing.T) {
 	}
 }
 
+// TestETACountsEvaluation: a finished run's expected time is its training
+// and its evaluations (wall_seconds + eval_seconds), which it took; a summary
+// without eval_seconds counts its training alone.
+func TestETACountsEvaluation(t *testing.T) {
+	cfg, err := configs.Load("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		summary string
+		want    float64
+	}{
+		{`{"wall_seconds": 100, "eval_seconds": 12.5}`, 112.5},
+		{`{"wall_seconds": 100}`, 100},
+	} {
+		dir := t.TempDir()
+		if err := cfg.WriteYAML(filepath.Join(dir, "config.yaml")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "summary.json"), []byte(tc.summary), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		st, err := inspect(Run{Variation: "dense", Seed: 1, Config: cfg}, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.done || st.wall != tc.want {
+			t.Errorf("%s: state %v with %v s, expected done with %v s", tc.summary, st, st.wall, tc.want)
+		}
+	}
+}
+
 // TestOnlyTrainsTheSelectedVariations: --only trains the matching variations,
 // leaves the others untouched (no directory), says so in the progress and the
 // dry run, and a later sweep without --only trains the rest.

@@ -13,9 +13,9 @@ import (
 	"strings"
 )
 
-// Checkpoint file format 4. Integers are little-endian.
+// Checkpoint file format 6. Integers are little-endian.
 //
-//	"GWCKPT" "04"       magic and format version, ASCII
+//	"GWCKPT" "06"       magic and format version, ASCII
 //	u32 n, meta (n)     position, records and config: small, so that pruning
 //	                    reads it without the tensors
 //	body                tensors, optimizer and worker state
@@ -38,9 +38,12 @@ import (
 // what a run of those versions had (data.validation did not exist). Formats 2
 // to 4 lack the asynchronous parameter server's figures (PSPushes,
 // PSMeanStaleness, PSMaxStaleness), read as absent (dist.mode did not exist).
+// Formats 2 to 5 lack the epoch records' evaluation time (EvalSeconds), read
+// as 0: not measured.
 const (
 	checkpointMagic  = "GWCKPT"
-	checkpointFormat = "05"
+	checkpointFormat = "06"
+	format5          = "05"
 	format4          = "04"
 	format3          = "03"
 	format2          = "02"
@@ -72,7 +75,7 @@ const (
 	epochRecordMinBytes = 4 + 7*8 + 2
 )
 
-// encodeCheckpoint writes c in format 5 (checkpointFormat) to w. It first checks that the
+// encodeCheckpoint writes c in format 6 (checkpointFormat) to w. It first checks that the
 // position fields would load back (decodeMeta), so a bad value is refused when
 // the checkpoint is written rather than when a run wants to resume from it.
 func encodeCheckpoint(w io.Writer, c *checkpoint) error {
@@ -151,6 +154,9 @@ func encodeMetaAs(e *encoder, c *checkpoint, format string) {
 				worst = &w
 			}
 			e.optF64(worst)
+		}
+		if hasEvalSeconds(format) {
+			e.f64(r.EvalSeconds)
 		}
 	}
 }
@@ -259,7 +265,7 @@ func checkHeader(head []byte) error {
 		return &damagedError{"corrupt or truncated (cut short in the header)"}
 	}
 	switch v := string(head[n : n+len(checkpointFormat)]); v {
-	case checkpointFormat, format4, format3, format2:
+	case checkpointFormat, format5, format4, format3, format2:
 		return nil
 	case gobFormat:
 		return fmt.Errorf("written by an older version of gradwire (checkpoint format %s); this version reads format %s: start the run afresh or finish it with the version that wrote it",
@@ -302,6 +308,10 @@ func hasValidation(format string) bool { return format != format2 && format != f
 // hasPS reports whether format's epoch records hold the asynchronous
 // parameter server's figures (format 5 on).
 func hasPS(format string) bool { return hasValidation(format) && format != format4 }
+
+// hasEvalSeconds reports whether format's epoch records hold the
+// evaluation's wall-clock time (format 6 on).
+func hasEvalSeconds(format string) bool { return hasPS(format) && format != format5 }
 
 // decodeMeta decodes and range-checks the meta section of a file of format
 // (as in its header): position, records, config. It needs no layout.
@@ -383,6 +393,9 @@ func decodeMeta(b []byte, format string) (*checkpoint, error) {
 					r.PSMaxStaleness = &v
 				}
 			}
+		}
+		if hasEvalSeconds(format) {
+			r.EvalSeconds = d.seconds("EvalSeconds")
 		}
 	}
 	d.prefix = ""

@@ -148,6 +148,7 @@ func TestCheckpointRejects(t *testing.T) {
 		{"records out of order", func(c *checkpoint) { c.Epochs[1].Epoch = 5 }, "field Epochs[1].Epoch: 5, expected 2"},
 		{"record after the step", func(c *checkpoint) { c.Epochs[1].Step = 99 }, "field Epochs[1].Step: 99, expected at most GlobalStep (23)"},
 		{"negative record seconds", func(c *checkpoint) { c.Epochs[0].Seconds = -1 }, "field Epochs[0].Seconds: -1"},
+		{"infinite evaluation seconds", func(c *checkpoint) { c.Epochs[1].EvalSeconds = math.Inf(1) }, "field Epochs[1].EvalSeconds: +Inf"},
 		{"another model", func(c *checkpoint) { c.Model = "lenet5" }, `field Model: "lenet5", but the config builds "mlp"`},
 		{"short buffer names", func(c *checkpoint) { c.BufferNames = c.BufferNames[:1] }, "field BufferNames: 1 entries, expected 2 (the model's number of model buffers)"},
 		{"renamed tensor", func(c *checkpoint) { c.ParamNames[2] = "fc9.w" }, `field ParamNames[2]: "fc9.w", expected "fc2.w"`},
@@ -273,7 +274,7 @@ func TestCheckpointIntegrity(t *testing.T) {
 	}
 	v1 := frame(append([]byte("GWCKPT01"), gobPayload.Bytes()...))
 	newer := slices.Clone(raw)
-	copy(newer[6:], "06")
+	copy(newer[6:], "07")
 	cases := []struct {
 		name    string
 		raw     []byte
@@ -285,8 +286,8 @@ func TestCheckpointIntegrity(t *testing.T) {
 		{"empty", nil, "corrupt or truncated (0 bytes", true},
 		{"header only", raw[:headerBytes], "corrupt or truncated (12 bytes", true},
 		{"not a checkpoint", []byte("hello, world"), `not a gradwire checkpoint (expected it to start with "GWCKPT")`, true},
-		{"format 1", v1, "written by an older version of gradwire (checkpoint format 01); this version reads format 05", false},
-		{"format 6", newer, `checkpoint format "06", this version of gradwire reads format 05`, false},
+		{"format 1", v1, "written by an older version of gradwire (checkpoint format 01); this version reads format 06", false},
+		{"format 7", newer, `checkpoint format "07", this version of gradwire reads format 06`, false},
 	}
 	for _, tc := range cases {
 		_, err := decodeCheckpoint(tc.raw, l)
@@ -460,6 +461,7 @@ func TestReadsFormat2(t *testing.T) {
 	for i := range c.Epochs {
 		c.Epochs[i].ValLoss, c.Epochs[i].ValAccuracy = nil, nil
 		c.Epochs[i].PSPushes, c.Epochs[i].PSMeanStaleness, c.Epochs[i].PSMaxStaleness = 0, nil, nil
+		c.Epochs[i].EvalSeconds = 0
 	}
 	body := encodeFormat(t, c, format2, format2)
 	tail := 0
@@ -503,6 +505,7 @@ func TestReadsFormat3(t *testing.T) {
 	}
 	for i := range c.Epochs {
 		c.Epochs[i].PSPushes, c.Epochs[i].PSMeanStaleness, c.Epochs[i].PSMaxStaleness = 0, nil, nil
+		c.Epochs[i].EvalSeconds = 0
 	}
 	got, err := decodeCheckpoint(frame(encodeFormat(t, c, format3, format3)), l)
 	if err != nil {
@@ -523,30 +526,40 @@ func TestReadsFormat3(t *testing.T) {
 	}
 }
 
-// TestReadsFormat4 decodes a format-4 file, whose epoch records lack the
-// parameter server's figures that format 5 added: records without them. A
-// format-4 file labelled 5 and a format-5 file labelled 4 are refused.
-func TestReadsFormat4(t *testing.T) {
+// TestReadsFormats4And5 decodes a format-4 file, whose epoch records lack
+// the parameter server's figures that format 5 added, and a format-5 file,
+// whose records lack the evaluation time that format 6 added: records without
+// them. Each file labelled as the next format, and the next format's file
+// labelled as the older one, are refused.
+func TestReadsFormats4And5(t *testing.T) {
 	l := testLayout()
-	c := fullCheckpoint(l)
-	for i := range c.Epochs {
-		c.Epochs[i].PSPushes, c.Epochs[i].PSMeanStaleness, c.Epochs[i].PSMaxStaleness = 0, nil, nil
-	}
-	got, err := decodeCheckpoint(frame(encodeFormat(t, c, format4, format4)), l)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, c) {
-		t.Errorf("format 4 decodes to\n%+v\nexpected\n%+v", got.Epochs, c.Epochs)
-	}
-	if m, err := scanMetaOf(t, encodeFormat(t, c, format4, format4)); err != nil || !reflect.DeepEqual(m.Epochs, c.Epochs) {
-		t.Errorf("scanning a format-4 file: %v", err)
-	}
-	if _, err := decodeCheckpoint(frame(encodeFormat(t, c, format4, checkpointFormat)), l); err == nil {
-		t.Error("a format-4 file labelled format 5 decoded")
-	}
-	if _, err := decodeCheckpoint(frame(encodeFormat(t, fullCheckpoint(l), checkpointFormat, format4)), l); err == nil {
-		t.Error("a format-5 file labelled format 4 decoded")
+	for _, tc := range []struct {
+		format, next string
+		strip        func(r *EpochResult)
+	}{
+		{format4, format5, func(r *EpochResult) { r.PSPushes, r.PSMeanStaleness, r.PSMaxStaleness, r.EvalSeconds = 0, nil, nil, 0 }},
+		{format5, checkpointFormat, func(r *EpochResult) { r.EvalSeconds = 0 }},
+	} {
+		c := fullCheckpoint(l)
+		for i := range c.Epochs {
+			tc.strip(&c.Epochs[i])
+		}
+		got, err := decodeCheckpoint(frame(encodeFormat(t, c, tc.format, tc.format)), l)
+		if err != nil {
+			t.Fatalf("format %s: %v", tc.format, err)
+		}
+		if !reflect.DeepEqual(got, c) {
+			t.Errorf("format %s decodes to\n%+v\nexpected\n%+v", tc.format, got.Epochs, c.Epochs)
+		}
+		if m, err := scanMetaOf(t, encodeFormat(t, c, tc.format, tc.format)); err != nil || !reflect.DeepEqual(m.Epochs, c.Epochs) {
+			t.Errorf("scanning a format-%s file: %v", tc.format, err)
+		}
+		if _, err := decodeCheckpoint(frame(encodeFormat(t, c, tc.format, tc.next)), l); err == nil {
+			t.Errorf("a format-%s file labelled format %s decoded", tc.format, tc.next)
+		}
+		if _, err := decodeCheckpoint(frame(encodeFormat(t, fullCheckpoint(l), tc.next, tc.format)), l); err == nil {
+			t.Errorf("a format-%s file labelled format %s decoded", tc.next, tc.format)
+		}
 	}
 }
 

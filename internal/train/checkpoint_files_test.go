@@ -178,9 +178,9 @@ func TestPruneCheckpoints(t *testing.T) {
 	// Damaged (older than the kept ones) and of another format: the first goes,
 	// the second is left alone.
 	damaged := checkpointPath(dir, 5)
-	os.WriteFile(damaged, []byte("GWCKPT05 and not much else"), 0o644)
+	os.WriteFile(damaged, []byte("GWCKPT06 and not much else"), 0o644)
 	foreign := checkpointPath(dir, 7)
-	os.WriteFile(foreign, frame([]byte("GWCKPT06 a later format")), 0o644)
+	os.WriteFile(foreign, frame([]byte("GWCKPT07 a later format")), 0o644)
 
 	if err := pruneCheckpoints(dir, 2); err != nil {
 		t.Fatal(err)

@@ -84,9 +84,9 @@ func fullCheckpoint(l layout) *checkpoint {
 		Optim: optim.State{Step: 23, Buffers: map[string][]float32{
 			"m/fc1.w": seq(1, 12), "v/fc1.w": seq(2, 12), "m/fc2.b": seq(3, 2), "norm/fc1.b": {9}}},
 		Epochs: []EpochResult{
-			{Kind: "epoch", Epoch: 1, Step: 10, LR: 0.1, TrainLoss: 2.1, TestLoss: 1.9, TestAccuracy: ptr(0.4), ValBPC: ptr(2.5), ValLoss: ptr(1.8), ValAccuracy: ptr(0.45), Seconds: 3, SamplesPerSecond: 210,
+			{Kind: "epoch", Epoch: 1, Step: 10, LR: 0.1, TrainLoss: 2.1, TestLoss: 1.9, TestAccuracy: ptr(0.4), ValBPC: ptr(2.5), ValLoss: ptr(1.8), ValAccuracy: ptr(0.45), Seconds: 3, SamplesPerSecond: 210, EvalSeconds: 0.75,
 				PSPushes: 80, PSMeanStaleness: ptr(3.5), PSMaxStaleness: intPtr(9)},
-			{Kind: "epoch", Epoch: 2, Step: 20, LR: 0.05, TrainLoss: 1.1, TestLoss: 0.9, TestAccuracy: ptr(0.7), ValBPC: ptr(1.5), ValLoss: ptr(0.8), ValAccuracy: ptr(0.75), Seconds: 2.5, SamplesPerSecond: 250},
+			{Kind: "epoch", Epoch: 2, Step: 20, LR: 0.05, TrainLoss: 1.1, TestLoss: 0.9, TestAccuracy: ptr(0.7), ValBPC: ptr(1.5), ValLoss: ptr(0.8), ValAccuracy: ptr(0.75), Seconds: 2.5, SamplesPerSecond: 250, EvalSeconds: 0.5},
 		},
 	}
 	off := float32(0)

@@ -394,7 +394,8 @@ func (l *epochLog) afterEpoch(e *epochDone) error {
 		attrs = append(attrs, "val_loss", fmt.Sprintf("%.4f", *res.ValLoss), "val_accuracy", fmt.Sprintf("%.4f", *res.ValAccuracy))
 	}
 	l.log.Info("epoch", append(attrs, "epoch_time", formatDuration(time.Duration(res.Seconds*float64(time.Second))),
-		"samples_per_s", fmt.Sprintf("%.0f", res.SamplesPerSecond))...)
+		"samples_per_s", fmt.Sprintf("%.0f", res.SamplesPerSecond),
+		"eval_time", formatDuration(time.Duration(res.EvalSeconds*float64(time.Second))))...)
 	return nil
 }
 

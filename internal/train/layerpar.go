@@ -229,11 +229,10 @@ func (j *job) layerParallel(ctx context.Context, st *checkpoint, h *loopHooks) (
 			}
 			done := epochDone{}
 			if j.rank0 {
-				ev, val, err := j.evaluate(nil)
+				ev, res, err := j.evalEpoch(nil, epoch, globalStep, lr, rs.Loss*float64(steps), rs.Seconds)
 				if err != nil {
-					return nil, fmt.Errorf("epoch %d: evaluation: %w", epoch+1, err)
+					return nil, err
 				}
-				res := j.epochResult(ev, val, epoch, globalStep, lr, rs.Loss*float64(steps), rs.Seconds)
 				done.eval, done.res = &ev, &res
 				epochs = append(epochs, res)
 				j.log.Info("parallel round", "epoch", epoch+1, "rho", rs.Rho, "stage_loss", fmtSeconds(rs.StageLoss),
@@ -327,11 +326,10 @@ func (j *job) lpSerialEpoch(ctx context.Context, epoch int, globalStep *int, h *
 	}
 	j.lastEpoch, j.lastEval, j.lastRes = EpochResult{Seconds: trainSeconds}, nil, nil
 	if j.rank0 {
-		ev, val, err := j.evaluate(h.prog)
+		ev, res, err := j.evalEpoch(h.prog, epoch, *globalStep, lr, lossSum, trainSeconds)
 		if err != nil {
-			return fmt.Errorf("epoch %d: evaluation: %w", epoch+1, err)
+			return err
 		}
-		res := j.epochResult(ev, val, epoch, *globalStep, lr, lossSum, trainSeconds)
 		j.lastEpoch, j.lastEval, j.lastRes = res, &ev, &res
 	}
 	return nil

@@ -59,6 +59,7 @@ func metricLines(t *testing.T, dir string) []map[string]any {
 		}
 		delete(m, "seconds")
 		delete(m, "samples_per_second")
+		delete(m, "eval_seconds")
 		out = append(out, m)
 	}
 	return out

@@ -532,11 +532,10 @@ func (j *job) loop(ctx context.Context, st *checkpoint, h *loopHooks) (*Summary,
 		}
 		done := epochDone{trainLoss: lossSum / float64(j.stepsPerEpoch)}
 		if j.rank0 {
-			ev, val, err := j.evaluate(h.prog)
+			ev, res, err := j.evalEpoch(h.prog, epoch, globalStep, lr, lossSum, trainSeconds)
 			if err != nil {
-				return nil, fmt.Errorf("epoch %d: evaluation: %w", epoch+1, err)
+				return nil, err
 			}
-			res := j.epochResult(ev, val, epoch, globalStep, lr, lossSum, trainSeconds)
 			done.eval, done.res = &ev, &res
 			epochs = append(epochs, res)
 		}
@@ -549,6 +548,19 @@ func (j *job) loop(ctx context.Context, st *checkpoint, h *loopHooks) (*Summary,
 		return nil, nil
 	}
 	return j.summary(globalStep, elapsed, samples, epochs)
+}
+
+// evalEpoch evaluates the model at the end of an epoch and makes the epoch's
+// record, with the evaluation's time.
+func (j *job) evalEpoch(prog *progress, epoch, globalStep int, lr, lossSum, trainSeconds float64) (evalResult, EpochResult, error) {
+	t0 := time.Now()
+	ev, val, err := j.evaluate(prog)
+	if err != nil {
+		return ev, EpochResult{}, fmt.Errorf("epoch %d: evaluation: %w", epoch+1, err)
+	}
+	res := j.epochResult(ev, val, epoch, globalStep, lr, lossSum, trainSeconds)
+	res.EvalSeconds = time.Since(t0).Seconds()
+	return ev, res, nil
 }
 
 // epochResult is the metrics record of an epoch; val is the validation
@@ -589,6 +601,7 @@ func (j *job) summary(globalStep int, elapsed float64, samples int64, epochs []E
 		ValLoss: last.ValLoss, ValAccuracy: last.ValAccuracy,
 		TestExamples: j.evalExamples(), TrainLossFinal: last.TrainLoss, WallSeconds: elapsed, SamplesPerSecond: float64(samples) / elapsed,
 	}
+	sum.EvalSeconds = evalSeconds(epochs)
 	sum.OptimizerStateBytesPerParam = float64(optim.StateBytes(j.opt)) / float64(j.net.NumParams())
 	sum.LayerParallel = j.lp
 	j.fillTraffic(sum, j.workers)
@@ -821,4 +834,17 @@ func newBatchBuffers(workers, xPerW, yPerW int) batchBuffers {
 // worker is local worker w's batch.
 func (b *batchBuffers) worker(w int) ([]float32, []int32) {
 	return b.x[w*b.xPerW : (w+1)*b.xPerW], b.y[w*b.yPerW : (w+1)*b.yPerW]
+}
+
+// evalSeconds is the epochs' evaluation time, 0 when a record lacks it
+// (written before it was measured): a partial sum would understate it.
+func evalSeconds(epochs []EpochResult) float64 {
+	total := 0.0
+	for _, r := range epochs {
+		if r.EvalSeconds <= 0 {
+			return 0
+		}
+		total += r.EvalSeconds
+	}
+	return total
 }

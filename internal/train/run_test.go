@@ -42,13 +42,15 @@ func runCfg(t *testing.T, cfg configs.Config, dir string, resume bool) *Summary 
 // comparable drops the fields that measure time.
 func comparable(s *Summary) Summary {
 	c := *s
-	c.WallSeconds, c.SamplesPerSecond, c.TimeModel = 0, 0, nil
+	c.WallSeconds, c.SamplesPerSecond, c.EvalSeconds, c.TimeModel = 0, 0, 0, nil
 	return c
 }
 
 func TestSameSeedSameMetrics(t *testing.T) {
 	cfg := smallConfig(t, "mlp", "model.hidden=32")
-	a := runCfg(t, cfg, t.TempDir(), false)
+	dir := t.TempDir()
+	a := runCfg(t, cfg, dir, false)
+	checkEvalSeconds(t, dir, a)
 	b := runCfg(t, cfg, t.TempDir(), false)
 	if !reflect.DeepEqual(comparable(a), comparable(b)) {
 		t.Fatalf("two runs with one seed differ:\n%+v\n%+v", comparable(a), comparable(b))
@@ -60,6 +62,45 @@ func TestSameSeedSameMetrics(t *testing.T) {
 	c := runCfg(t, cfg, t.TempDir(), false)
 	if c.TestLoss == a.TestLoss {
 		t.Errorf("a different seed gave the same test loss %v", c.TestLoss)
+	}
+}
+
+// checkEvalSeconds: every epoch record of metrics.jsonl times its
+// evaluation, and the summary's eval_seconds is their sum.
+func checkEvalSeconds(t *testing.T, dir string, sum *Summary) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, "metrics.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	total, epochs := 0.0, 0
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		var r EpochResult
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Kind != "epoch" {
+			continue
+		}
+		if !(r.EvalSeconds > 0) {
+			t.Errorf("epoch %d: eval_seconds %v, expected the evaluation's time > 0", r.Epoch, r.EvalSeconds)
+		}
+		total += r.EvalSeconds
+		epochs++
+	}
+	if epochs != sum.Epochs || math.Abs(sum.EvalSeconds-total) > 1e-9*total {
+		t.Errorf("summary eval_seconds %v over %d epochs, expected the records' sum %v over %d", sum.EvalSeconds, sum.Epochs, total, epochs)
+	}
+}
+
+// TestEvalSecondsNeedsEveryEpoch: a run resumed from a checkpoint whose
+// records predate the evaluation's timing gets no total, not a partial one.
+func TestEvalSecondsNeedsEveryEpoch(t *testing.T) {
+	if got := evalSeconds([]EpochResult{{EvalSeconds: 1.5}, {EvalSeconds: 2}}); got != 3.5 {
+		t.Errorf("evalSeconds = %v, expected 3.5", got)
+	}
+	if got := evalSeconds([]EpochResult{{}, {EvalSeconds: 2}}); got != 0 {
+		t.Errorf("evalSeconds with an old record = %v, expected 0", got)
 	}
 }
 

@@ -47,9 +47,13 @@ type Summary struct {
 	TrainLossFinal   float64  `json:"train_loss_final"`
 	WallSeconds      float64  `json:"wall_seconds"`
 	SamplesPerSecond float64  `json:"samples_per_second"`
-	BytesDense       int64    `json:"bytes_dense"`
-	BytesSent        int64    `json:"bytes_sent"`
-	CompressionRatio float64  `json:"compression_ratio"`
+	// EvalSeconds is the evaluations' wall-clock time, summed over the
+	// epochs; absent when an epoch's record lacks it (a run resumed from a
+	// checkpoint written before it was measured).
+	EvalSeconds      float64 `json:"eval_seconds,omitempty"`
+	BytesDense       int64   `json:"bytes_dense"`
+	BytesSent        int64   `json:"bytes_sent"`
+	CompressionRatio float64 `json:"compression_ratio"`
 	// CompressionRatioSteady counts only the steps after the compressor's warm-up.
 	CompressionRatioSteady float64 `json:"compression_ratio_steady"`
 	// CompressionRatioByKind is the whole-run ratio per layer kind (conv, linear,
@@ -109,6 +113,10 @@ type EpochResult struct {
 	ValAccuracy      *float64 `json:"val_accuracy,omitempty"` // validation split (data.validation); absent when off
 	Seconds          float64  `json:"seconds"`
 	SamplesPerSecond float64  `json:"samples_per_second"`
+	// EvalSeconds is the wall-clock time of the epoch's evaluation (test and
+	// validation splits), which Seconds leaves out; 0 in records written
+	// before it was measured.
+	EvalSeconds float64 `json:"eval_seconds,omitempty"`
 	// The asynchronous parameter server's epoch (dist.mode ps with a
 	// staleness other than 0): gradients applied, and how many updates
 	// others made between each one's pull and push.
