@@ -47,9 +47,9 @@ finished run's there is copied from it instead of trained (whatever --only
 selects: a copy trains nothing), and the copy is recorded in invocations.jsonl
 and train.log. One progress line per run goes to stderr, with the time the
 runs left should take (from the finished runs' training and evaluation times)
-once one has finished. Ctrl-C stops the current run with a checkpoint at the step it reached
-(at its last epoch's end for a pipelined run, dist.pipeline 2); rerunning
-continues from there.
+once one has finished. Ctrl-C stops the current run with a checkpoint at the
+step it reached (at its last epoch's end for a pipelined run, dist.pipeline 2);
+rerunning continues from there.
 Afterwards the sweep's report is rebuilt (see gradwire report) and table.md is
 printed on stdout.
 

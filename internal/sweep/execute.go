@@ -99,8 +99,8 @@ func inspect(r Run, dir string) (state, error) {
 			// Only for the time estimate: a bad summary shows in gradwire
 			// report. A summary without eval_seconds (written before it was
 			// measured) leaves the evaluations out, about a tenth of a
-			// ResNet-20 run.
-			st.wall = sum.WallSeconds + sum.EvalSeconds
+			// ResNet-20 run. A negative figure (a hand-edited file) counts 0.
+			st.wall = max(sum.WallSeconds, 0) + max(sum.EvalSeconds, 0)
 		}
 		return st, nil
 	}

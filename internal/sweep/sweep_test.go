@@ -578,7 +578,7 @@ func TestETA(t *testing.T) {
 
 // TestETACountsEvaluation: a finished run's expected time is its training
 // and its evaluations (wall_seconds + eval_seconds), which it took; a summary
-// without eval_seconds counts its training alone.
+// without eval_seconds, or with a negative one, counts its training alone.
 func TestETACountsEvaluation(t *testing.T) {
 	cfg, err := configs.Load("", nil)
 	if err != nil {
@@ -590,6 +590,7 @@ func TestETACountsEvaluation(t *testing.T) {
 	}{
 		{`{"wall_seconds": 100, "eval_seconds": 12.5}`, 112.5},
 		{`{"wall_seconds": 100}`, 100},
+		{`{"wall_seconds": 100, "eval_seconds": -50}`, 100},
 	} {
 		dir := t.TempDir()
 		if err := cfg.WriteYAML(filepath.Join(dir, "config.yaml")); err != nil {
