@@ -65,7 +65,7 @@ func TestBatchNormByHand(t *testing.T) {
 	// Training: (x - batch mean) / sqrt(biased variance + eps) * scale + shift.
 	s0, s1 := 2/math.Sqrt(5+eps), 0.5/math.Sqrt(2+eps)
 	train := []float64{
-		(1-4)*s0 + 1, (3-4)*s0 + 1, (2-2)*s1 - 1, (2-2)*s1 - 1,
+		(1-4)*s0 + 1, (3-4)*s0 + 1, 0*s1 - 1, 0*s1 - 1, // channel 1 of sample 0 is its mean, 2
 		(5-4)*s0 + 1, (7-4)*s0 + 1, (4-2)*s1 - 1, (0-2)*s1 - 1,
 	}
 	// Running statistics after two steps on x from mean 0, variance 1, momentum 0.1:
