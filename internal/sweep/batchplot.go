@@ -178,9 +178,13 @@ func addStrip(p *plot.Plot, acc bool, n int) (slotY func(int) float64) {
 		slotY = func(k int) float64 { return p.Y.Max - step*(float64(k)+0.5) }
 	}
 	p.Y.Tick.Marker = stripTicks{inner: p.Y.Tick.Marker, edge: edge, below: acc}
-	p.Add(hLine{y: edge, style: draw.LineStyle{Color: palette[7], Width: vg.Points(0.75), Dashes: []vg.Length{vg.Points(4), vg.Points(3)}}})
+	p.Add(hLine{y: edge, style: draw.LineStyle{Color: stripEdgeColour, Width: vg.Points(0.75), Dashes: []vg.Length{vg.Points(4), vg.Points(3)}}})
 	return slotY
 }
+
+// stripEdgeColour draws the line between the band and the strip: a light
+// grey that no variation has (the palette's own grey is the eighth's).
+var stripEdgeColour = color.RGBA{0xdd, 0xdd, 0xdd, 0xff}
 
 // hLine is a horizontal line across the whole data area at y. It has no
 // data range, so that it leaves the axes' ranges as they are.

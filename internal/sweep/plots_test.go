@@ -28,6 +28,14 @@ func TestStyleColoursDistinct(t *testing.T) {
 			}
 		}
 	}
+	er, eg, eb, _ := stripEdgeColour.RGBA()
+	edge := [3]float64{float64(er >> 8), float64(eg >> 8), float64(eb >> 8)}
+	for i := 0; i < n; i++ {
+		a := rgb(i)
+		if d := math.Sqrt((a[0]-edge[0])*(a[0]-edge[0]) + (a[1]-edge[1])*(a[1]-edge[1]) + (a[2]-edge[2])*(a[2]-edge[2])); d < 55 {
+			t.Errorf("variation %d: colour %v only %.0f from the strip's edge line %v", i, a, d, edge)
+		}
+	}
 	if rgb(n) != rgb(0) {
 		t.Errorf("variation %d: colour %v, want the first again %v", n, rgb(n), rgb(0))
 	}
