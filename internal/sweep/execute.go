@@ -51,6 +51,10 @@ type state struct {
 	// that has not started). Copies are made whatever Options.Only selects:
 	// they train nothing.
 	copyFrom string
+	// failedBefore is what an earlier attempt's failed.txt says went wrong
+	// (its first clause, "diverged" say; "" = none): the run is retried, and
+	// the dry run and the progress line say so.
+	failedBefore string
 }
 
 func (st state) String() string {
@@ -60,13 +64,25 @@ func (st state) String() string {
 	case st.copyFrom != "":
 		return "copy from " + filepath.ToSlash(st.copyFrom)
 	case st.unselected && st.resume:
-		return "not selected, at " + positionText(st.at)
+		return "not selected, at " + positionText(st.at) + st.failedText(false)
 	case st.unselected:
-		return "not selected"
+		return "not selected" + st.failedText(false)
 	case st.resume:
-		return "resume from " + positionText(st.at)
+		return "resume from " + positionText(st.at) + st.failedText(true)
 	}
-	return "new"
+	return "new" + st.failedText(true)
+}
+
+// failedText notes an earlier failure after a state: ", failed before
+// (diverged)", and ", a retry" where the run is to be trained again.
+func (st state) failedText(retried bool) string {
+	if st.failedBefore == "" {
+		return ""
+	}
+	if retried {
+		return ", a retry: failed before (" + st.failedBefore + ")"
+	}
+	return ", failed before (" + st.failedBefore + ")"
 }
 
 // positionText is a checkpoint's position as the progress lines give it:
@@ -106,6 +122,9 @@ func inspect(r Run, dir string) (state, error) {
 	}
 	if st.at, st.resume, err = train.NewestCheckpoint(dir); err != nil {
 		return st, fmt.Errorf("run %s seed %d: %w", r.Variation, r.Seed, err)
+	}
+	if f, ok := readFailure(dir, r.Variation, r.Seed); ok {
+		st.failedBefore = f.kind()
 	}
 	return st, nil
 }
@@ -307,9 +326,9 @@ func execute(ctx context.Context, s *Sweep, opts Options, dir string, states []s
 			fmt.Fprintf(progress, "%s: skipped (not selected by --only)\n", tag)
 			continue
 		case st.resume:
-			fmt.Fprintf(progress, "%s: resumed from %s\n", tag, positionText(st.at))
+			fmt.Fprintf(progress, "%s: resumed from %s%s\n", tag, positionText(st.at), st.failedText(true))
 		default:
-			fmt.Fprintf(progress, "%s: running\n", tag)
+			fmt.Fprintf(progress, "%s: running%s\n", tag, st.failedText(true))
 		}
 		if err := clearFailure(r.Dir(dir)); err != nil {
 			return err

@@ -39,6 +39,19 @@ func clearFailure(dir string) error {
 	return nil
 }
 
+// maxKind bounds the failure's kind quoted in a progress line.
+const maxKind = 60
+
+// kind is the reason's first clause ("diverged", "stalled"), which is what a
+// progress line has room for.
+func (f failedRun) kind() string {
+	k, _, _ := strings.Cut(f.reason, ": ")
+	if len(k) > maxKind {
+		k = k[:maxKind] + "..."
+	}
+	return k
+}
+
 // readFailure reads a failed run's record, if the run has one.
 func readFailure(dir, variation string, seed int64) (failedRun, bool) {
 	raw, err := os.ReadFile(filepath.Join(dir, failedFile))

@@ -499,6 +499,28 @@ func TestFailedRunDoesNotStopTheSweep(t *testing.T) {
 		!strings.Contains(res.Table, "NaN") || strings.Contains(res.Table, "Not finished") {
 		t.Errorf("table.md does not name the failed runs:\n%s", res.Table)
 	}
+	// A dry run and the rerun say that the failed runs are retried, and why
+	// they failed before (failed.txt's first clause).
+	raw, err := os.ReadFile(filepath.Join(results, "tiny", "runs", "topk", "seed-2", "failed.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kind, _, _ := strings.Cut(string(raw), ": ")
+	var dry bytes.Buffer
+	if err := DryRun(&dry, s, results, nil); err != nil {
+		t.Fatal(err)
+	}
+	if want := "topk seed 2 (new, a retry: failed before (" + kind + ")): "; !strings.Contains(dry.String(), want) ||
+		!strings.Contains(dry.String(), "dense seed 2 (done)") {
+		t.Errorf("dry run does not show %q:\n%s", want, dry.String())
+	}
+	progress.Reset()
+	if err := Execute(context.Background(), s, Options{Results: results, Progress: &progress, Only: []string{"topk"}}); err == nil {
+		t.Fatal("the retried runs did not fail again")
+	}
+	if want := "topk seed 1: running, a retry: failed before (" + kind + ")"; !strings.Contains(progress.String(), want) {
+		t.Errorf("progress does not show %q:\n%s", want, progress.String())
+	}
 }
 
 // TestFailedRunsMessage: the count agrees with its noun.
@@ -536,6 +558,14 @@ func TestPositionText(t *testing.T) {
 	st := state{resume: true, at: train.CheckpointPosition{Epochs: 2, StepInEpoch: 5}}
 	if got := st.String(); got != "resume from epoch 2 and 5 steps" {
 		t.Errorf("dry-run state %q", got)
+	}
+	st.failedBefore = "stalled"
+	if got := st.String(); got != "resume from epoch 2 and 5 steps, a retry: failed before (stalled)" {
+		t.Errorf("dry-run state of a failed run %q", got)
+	}
+	st.unselected = true
+	if got := st.String(); got != "not selected, at epoch 2 and 5 steps, failed before (stalled)" {
+		t.Errorf("dry-run state of a failed run left out by --only %q", got)
 	}
 }
 
