@@ -47,7 +47,7 @@ const maxKind = 60
 func (f failedRun) kind() string {
 	k, _, _ := strings.Cut(f.reason, ": ")
 	if len(k) > maxKind {
-		k = k[:maxKind] + "..."
+		k = strings.ToValidUTF8(k[:maxKind], "") + "..."
 	}
 	return k
 }
@@ -60,7 +60,7 @@ func readFailure(dir, variation string, seed int64) (failedRun, bool) {
 	}
 	reason, _, _ := strings.Cut(strings.TrimSpace(string(raw)), "\n")
 	if len(reason) > maxReason {
-		reason = reason[:maxReason] + "..."
+		reason = strings.ToValidUTF8(reason[:maxReason], "") + "..." // no rune cut in half
 	}
 	f := failedRun{variation: variation, seed: seed, reason: reason}
 	if c, err := configs.Load(filepath.Join(dir, "config.yaml"), nil); err == nil {

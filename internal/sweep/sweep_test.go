@@ -17,6 +17,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gradwire/gradwire/configs"
 	"github.com/gradwire/gradwire/internal/datatest"
@@ -520,6 +521,20 @@ func TestFailedRunDoesNotStopTheSweep(t *testing.T) {
 	}
 	if want := "topk seed 1: running, a retry: failed before (" + kind + ")"; !strings.Contains(progress.String(), want) {
 		t.Errorf("progress does not show %q:\n%s", want, progress.String())
+	}
+}
+
+// TestFailureKindValidUTF8: a long failed.txt without a clause break is cut
+// to a bounded kind without splitting a rune, for the table and progress line.
+func TestFailureKindValidUTF8(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, failedFile), "x"+strings.Repeat("€", 100)+"\n")
+	f, ok := readFailure(dir, "v", 1)
+	if !ok {
+		t.Fatal("failed.txt not read")
+	}
+	if k := f.kind(); !utf8.ValidString(k) || !utf8.ValidString(f.reason) || len(k) > maxKind+3 || !strings.HasSuffix(k, "...") {
+		t.Errorf("kind %q, reason %q", k, f.reason)
 	}
 }
 
