@@ -40,16 +40,18 @@ name, a list of key=value overrides and optionally its own seeds:
 Every run's config is checked before the first run starts. Run k of variation V
 goes to <results>/<name>/runs/V/seed-k/ (a normal run directory plus train.log):
 a run with summary.json is skipped, a run with a checkpoint and no summary
-resumes from it, the others start afresh. An optional key reuse lists other
-sweeps' results folders (relative to the sweep file's folder, e.g. reuse:
-[results/lrprobe]): a run not yet started whose config, seed included, equals a
-finished run's there is copied from it instead of trained (whatever --only
-selects: a copy trains nothing), and the copy is recorded in invocations.jsonl
-and train.log. One progress line per run goes to stderr, with the time the
-runs left should take (from the finished runs' training and evaluation times)
-once one has finished. Ctrl-C stops the current run with a checkpoint at the
-step it reached (at its last epoch's end for a pipelined run, dist.pipeline 2);
-rerunning continues from there.
+resumes from it, the others start afresh. A run that failed (its failed.txt says
+why) is not finished: a rerun tries it again by the same rules, and the dry run
+and the progress line say it is a retry and why it failed before. An optional
+key reuse lists other sweeps' results folders (relative to the sweep file's
+folder, e.g. reuse: [results/lrprobe]): a run not yet started whose config, seed
+included, equals a finished run's there is copied from it instead of trained
+(whatever --only selects: a copy trains nothing), and the copy is recorded in
+invocations.jsonl and train.log. One progress line per run goes to stderr, with
+the time the runs left should take (from the finished runs' training and
+evaluation times) once one has finished. Ctrl-C stops the current run with a
+checkpoint at the step it reached (at its last epoch's end for a pipelined run,
+dist.pipeline 2); rerunning continues from there.
 Afterwards the sweep's report is rebuilt (see gradwire report) and table.md is
 printed on stdout.
 
