@@ -2,9 +2,11 @@ package sweep
 
 import (
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"unicode"
 
 	"github.com/gradwire/gradwire/configs"
 	"github.com/gradwire/gradwire/internal/atomicfile"
@@ -54,11 +56,25 @@ func (f failedRun) kind() string {
 
 // readFailure reads a failed run's record, if the run has one.
 func readFailure(dir, variation string, seed int64) (failedRun, bool) {
-	raw, err := os.ReadFile(filepath.Join(dir, failedFile))
+	file, err := os.Open(filepath.Join(dir, failedFile))
+	if err != nil {
+		return failedRun{}, false
+	}
+	// Only the first line is quoted, so a huge file is not read whole.
+	raw, err := io.ReadAll(io.LimitReader(file, 4*maxReason))
+	file.Close()
 	if err != nil {
 		return failedRun{}, false
 	}
 	reason, _, _ := strings.Cut(strings.TrimSpace(string(raw)), "\n")
+	// Control characters (a terminal's escape sequences, carriage returns)
+	// would reach the progress line and table.md as they are.
+	reason = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, reason)
 	if len(reason) > maxReason {
 		reason = strings.ToValidUTF8(reason[:maxReason], "") + "..." // no rune cut in half
 	}

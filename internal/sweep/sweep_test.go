@@ -538,6 +538,25 @@ func TestFailureKindValidUTF8(t *testing.T) {
 	}
 }
 
+// TestFailureHostileFile: escape sequences and carriage returns in failed.txt
+// do not reach the progress line or table.md, and the reason quoted from a
+// huge file without a line break stays bounded.
+func TestFailureHostileFile(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, failedFile), "diverged\x1b[2J\r: loss\tNaN\n"+strings.Repeat("y", 1<<20))
+	f, ok := readFailure(dir, "v", 1)
+	if !ok {
+		t.Fatal("failed.txt not read")
+	}
+	if f.reason != "diverged [2J : loss NaN" || f.kind() != "diverged [2J " {
+		t.Errorf("reason %q, kind %q", f.reason, f.kind())
+	}
+	writeFile(t, filepath.Join(dir, failedFile), strings.Repeat("z", 1<<20))
+	if f, _ = readFailure(dir, "v", 1); len(f.reason) != maxReason+3 {
+		t.Errorf("reason of %d bytes from a file without a line break", len(f.reason))
+	}
+}
+
 // TestFailedRunsMessage: the count agrees with its noun.
 func TestFailedRunsMessage(t *testing.T) {
 	one := errors.New("run dense seed 1 failed: NaN loss")
