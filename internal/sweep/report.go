@@ -482,26 +482,43 @@ func validationMetric(groups []group) (valMetric, bool) {
 }
 
 // bestOnValidation is the line under table.md's table naming the variation
-// with the best mean validation figure over its seeds (the first listed on a
-// tie), so that a recipe can be picked without looking at the test figures.
+// with the best mean validation figure over its seeds, or every variation
+// that ties with it as printed (the line would otherwise name one of them by
+// its order in the file), so that a recipe can be picked without looking at
+// the test figures.
 func bestOnValidation(groups []group, m valMetric) string {
-	pick := func(keep func(group) bool) (string, float64) {
-		best, bestV := "", 0.0
+	pick := func(keep func(group) bool) ([]string, float64) {
+		found, bestV := false, 0.0
 		for _, g := range groups {
-			if v := values(g, m.value); keep(g) && len(v) > 0 && (best == "" || m.better(mean(v), bestV)) {
-				best, bestV = g.name, mean(v)
+			if v := values(g, m.value); keep(g) && len(v) > 0 && (!found || m.better(mean(v), bestV)) {
+				found, bestV = true, mean(v)
 			}
 		}
-		return best, bestV
+		var names []string
+		for _, g := range groups {
+			if v := values(g, m.value); found && keep(g) && len(v) > 0 && fixed(mean(v), m.decimals) == fixed(bestV, m.decimals) {
+				names = append(names, g.name)
+			}
+		}
+		return names, bestV
+	}
+	text := func(names []string, v float64) string {
+		value := fixed(v, m.decimals) + m.unit
+		switch len(names) {
+		case 1:
+			return fmt.Sprintf("%s (%s)", names[0], value)
+		default:
+			return fmt.Sprintf("%s and %s tie (%s each)", strings.Join(names[:len(names)-1], ", "), names[len(names)-1], value)
+		}
 	}
 	best, bestV := pick(func(group) bool { return true })
-	line := fmt.Sprintf("\nbest on validation: %s (%s%s)", best, fixed(bestV, m.decimals), m.unit)
+	line := "\nbest on validation: " + text(best, bestV)
 	// Dense usually wins; what a sweep of recipes asks is the best compressed one.
 	compressed := func(g group) bool {
 		return field(g, func(s *train.Summary) string { return s.Compressor }) != "none"
 	}
-	if c, cv := pick(compressed); c != "" && c != best {
-		line += fmt.Sprintf("; best compressed: %s (%s%s)", c, fixed(cv, m.decimals), m.unit)
+	if c, cv := pick(compressed); len(c) > 0 && !slices.Equal(c, best) {
+		line += "; best compressed: " + text(c, cv)
 	}
 	return line + "\n"
 }
@@ -603,7 +620,7 @@ func table(name string, groups []group, missing []string, failed []failedRun) st
 	if hasVal {
 		b.WriteString(bestOnValidation(groups, val))
 		valNote = "Validation accuracy (or loss): the same after the last epoch, on the examples data.validation held out of the training set " +
-			"(blank for a run without one); best on validation: the variation with the best mean (and the best compressed one, when that is another), by which a recipe is picked without looking at the test figures. "
+			"(blank for a run without one); best on validation: the variation with the best mean, or all that tie with it as printed (and the best compressed one, when that is another), by which a recipe is picked without looking at the test figures. "
 	}
 	compressNote := "No finished run compresses its gradients: no Δ dense or compression ratio columns. "
 	if compressed {

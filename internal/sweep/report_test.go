@@ -258,6 +258,20 @@ func TestReportValidation(t *testing.T) {
 		!strings.Contains(res.Table, "best on validation: lr1 (1.850 nats)") {
 		t.Errorf("language model: err %v, table\n%s", err, res.Table)
 	}
+	// Variations that tie as printed are all named, in the file's order; the
+	// best compressed one is named too when it is not among them.
+	tie := filepath.Join(t.TempDir(), "tie")
+	for i, v := range []float64{0.9296, 0.92984, 0.9298, 0.9297} {
+		s := classifierSummary("none", 1, 0.9, 1, 1, 2)
+		if i == 3 {
+			s = classifierSummary("dgc", 1, 0.9, 10, 10, 2)
+		}
+		s.ValAccuracy = ptr(v)
+		writeRun(t, tie, fmt.Sprintf("t%d", i), s)
+	}
+	if res, err := Report(tie, nil); err != nil || !strings.Contains(res.Table, "best on validation: t1 and t2 tie (92.98% each); best compressed: t3 (92.97%)\n") {
+		t.Errorf("a tie: err %v, table\n%s", err, res.Table)
+	}
 	// No validation figures at all: no column, no line.
 	none := filepath.Join(t.TempDir(), "none")
 	writeRun(t, none, "dense", classifierSummary("none", 1, 0.9, 1, 1, 2))
