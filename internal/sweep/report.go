@@ -487,29 +487,32 @@ func validationMetric(groups []group) (valMetric, bool) {
 // its order in the file), so that a recipe can be picked without looking at
 // the test figures.
 func bestOnValidation(groups []group, m valMetric) string {
+	// As the learning-rate section does, means that print the same tie.
 	pick := func(keep func(group) bool) ([]string, float64) {
+		var names, shown []string
 		found, bestV := false, 0.0
 		for _, g := range groups {
-			if v := values(g, m.value); keep(g) && len(v) > 0 && (!found || m.better(mean(v), bestV)) {
-				found, bestV = true, mean(v)
+			if v := values(g, m.value); keep(g) && len(v) > 0 {
+				names, shown = append(names, g.name), append(shown, fixed(mean(v), m.decimals))
+				if !found || m.better(mean(v), bestV) {
+					found, bestV = true, mean(v)
+				}
 			}
 		}
-		var names []string
-		for _, g := range groups {
-			if v := values(g, m.value); found && keep(g) && len(v) > 0 && fixed(mean(v), m.decimals) == fixed(bestV, m.decimals) {
-				names = append(names, g.name)
+		var tied []string
+		for i, name := range names {
+			if shown[i] == fixed(bestV, m.decimals) {
+				tied = append(tied, name)
 			}
 		}
-		return names, bestV
+		return tied, bestV
 	}
 	text := func(names []string, v float64) string {
 		value := fixed(v, m.decimals) + m.unit
-		switch len(names) {
-		case 1:
+		if len(names) == 1 {
 			return fmt.Sprintf("%s (%s)", names[0], value)
-		default:
-			return fmt.Sprintf("%s and %s tie (%s each)", strings.Join(names[:len(names)-1], ", "), names[len(names)-1], value)
 		}
+		return fmt.Sprintf("%s and %s tie (%s each)", strings.Join(names[:len(names)-1], ", "), names[len(names)-1], value)
 	}
 	best, bestV := pick(func(group) bool { return true })
 	line := "\nbest on validation: " + text(best, bestV)
