@@ -374,6 +374,22 @@ func TestLoadErrors(t *testing.T) {
 	}
 }
 
+// TestLoadNoFollowOnError: an invalid train.epochs is reported once, in its own
+// words, not also as a warm-up longer than it.
+func TestLoadNoFollowOnError(t *testing.T) {
+	path := writeFile(t, "train:\n  epochs: -3\n")
+	_, err := configs.Load(path, nil)
+	if err == nil {
+		t.Fatal("Load succeeded, want an error")
+	}
+	if want := path + ":2: train.epochs: -3: must be at least 1"; !strings.Contains(err.Error(), want) {
+		t.Errorf("error:\n%v\nwant it to contain %q", err, want)
+	}
+	if strings.Contains(err.Error(), "schedule.warmup_epochs") {
+		t.Errorf("error:\n%v\nwant no follow-on schedule.warmup_epochs error", err)
+	}
+}
+
 // TestLoadErrorLines: every error about a key of the file names the line the key
 // is written on, whatever the kind of error and however deep the key. Type errors
 // and unknown keys are one stage, broken rules the next, so each has its file.
@@ -504,7 +520,7 @@ func TestValidateAll(t *testing.T) {
 	c.Optim.Momentum = 1
 	c.Optim.WeightDecay = -1
 	c.Optim.Beta1, c.Optim.Beta2 = 1, -0.5
-	c.Optim.Eps = 0
+	c.Optim.Eps = -1 // 0 would take the optimizer's default
 	c.Optim.ClipNorm = -1
 	c.Schedule.Name = "poly-x"
 	c.Schedule.Milestones = []float64{0}

@@ -87,7 +87,8 @@ func (c Config) problems() []problem.Problem {
 
 	s := c.Schedule
 	ps.Add(s.Problems()...)
-	ps.Need(ps.Has("schedule.warmup_epochs") || s.WarmupEpochs <= float64(c.Train.Epochs), "schedule.warmup_epochs", s.WarmupEpochs,
+	// Against an invalid train.epochs the bound means nothing: that key's own error says it.
+	ps.Need(ps.Has("schedule.warmup_epochs") || c.Train.Epochs < 1 || s.WarmupEpochs <= float64(c.Train.Epochs), "schedule.warmup_epochs", s.WarmupEpochs,
 		fmt.Sprintf("must be in [0, train.epochs] = [0, %d]", c.Train.Epochs))
 
 	t := c.Train

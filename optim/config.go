@@ -102,7 +102,9 @@ func DefaultScheduleConfig() ScheduleConfig {
 // "optim.<key>". The ranges below hold for every optimizer (their zero is valid
 // where a field is unused); the named optimizer's constructor then adds its own
 // rules, such as eps > 0 for those that divide by it. An unknown name is checked
-// against every registered optimizer's rules, so one run reports all problems.
+// against every registered optimizer's rules, each with its own defaults in the
+// fields left at zero (as the name would get them), so one run reports every
+// value that is wrong whatever the name, and nothing that only the name is.
 func (c Config) Problems() []problem.Problem {
 	var ps problem.List
 	ps.OneOf("optim.name", c.Name, Names())
@@ -119,12 +121,15 @@ func (c Config) Problems() []problem.Problem {
 	ps.NonNegative("optim.sam_eta", c.SAMEta)
 	ps.Need(!c.SAMAdaptive || c.SAMRho > 0, "optim.sam_adaptive", c.SAMAdaptive, "needs optim.sam_rho > 0 (adaptive SAM's radius, e.g. 0.5)")
 
-	names := []string{c.Name}
-	if _, ok := Registry[c.Name]; !ok {
-		names = Names()
+	if _, ok := Registry[c.Name]; ok {
+		ownRules(&ps, c.Name, c)
+		return ps
 	}
-	for _, name := range names {
-		ownRules(&ps, name, c)
+	for _, name := range Names() {
+		as := c
+		as.Name = name
+		as.ApplyDefaults()
+		ownRules(&ps, name, as)
 	}
 	return ps
 }

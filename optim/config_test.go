@@ -50,11 +50,16 @@ func TestConfigProblemsAll(t *testing.T) {
 	if ps := sgd.Problems(); len(ps) != 0 {
 		t.Errorf("sgd with eps 0: %v, want no problems", ps)
 	}
-	// An unknown name: the name, and eps, which some optimizers need.
+	// An unknown name: the name alone. Eps left at zero would take the named
+	// optimizer's default, so it is no problem until a value breaks a rule.
 	unknown := Config{Name: "lion", LR: 0.1}
 	ps := unknown.Problems()
-	if got := problemKeys(ps); !slices.Equal(got, []string{"optim.name", "optim.eps"}) {
-		t.Errorf("unknown name problems %v, want [optim.name optim.eps]", got)
+	if got := problemKeys(ps); !slices.Equal(got, []string{"optim.name"}) {
+		t.Errorf("unknown name problems %v, want [optim.name]", got)
+	}
+	badEps := Config{Name: "lion", LR: 0.1, Eps: -1}
+	if got := problemKeys(badEps.Problems()); !slices.Equal(got, []string{"optim.name", "optim.eps"}) {
+		t.Errorf("unknown name with eps -1: problems %v, want [optim.name optim.eps]", got)
 	}
 	if msg := ps[0].Error(); !strings.Contains(msg, `"lion"`) || !strings.Contains(msg, strings.Join(Names(), ", ")) {
 		t.Errorf("name problem %q does not quote the value and list %v", msg, Names())
