@@ -380,6 +380,15 @@ func (j *job) setup(ctx context.Context) error {
 	if j.sched, err = optim.NewSchedule(c.Schedule, c.Optim.LR, j.globalBatch, j.stepsPerEpoch, j.stepsPerEpoch*c.Train.Epochs); err != nil {
 		return err
 	}
+	// Not an error: a quick trial often shortens train.epochs below a recipe's milestones.
+	if c.Schedule.Name == "step" {
+		for _, m := range c.Schedule.Milestones {
+			if m >= float64(c.Train.Epochs) {
+				j.log.Warn("schedule.milestones: a decay at or after the run's last epoch never applies",
+					"milestone", m, "train.epochs", c.Train.Epochs)
+			}
+		}
+	}
 	j.batch = newBatchBuffers(j.engine.LocalWorkers(), c.WorkerBatch()*numel(in.Shape), c.WorkerBatch()*in.YLen)
 	j.log.Info("model", "name", c.Model.Name, "params", j.net.NumParams(), "ops", c.Model.Ops,
 		"blas", models.BLAS, "blas_core", models.BLASCoreType(), "op_workers", j.net.OpWorkers(), "eval_op_workers", j.net.EvalOpWorkers())

@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -450,5 +451,22 @@ func TestWorkersEquivalentInFloat64(t *testing.T) {
 			t.Errorf("%s over one epoch in float64: parameters differ by %.3g (relative, expected <= %g), test accuracy %v vs %v (expected equal)",
 				model, rd, equivalenceTol, acc1, acc4)
 		}
+	}
+}
+
+// TestMilestonePastTheRunWarns: a step milestone at or after the last epoch never
+// applies, and the log says so, naming it; one inside the run is not named.
+func TestMilestonePastTheRunWarns(t *testing.T) {
+	cfg := smallConfig(t, "mlp", "model.hidden=8", "schedule.name=step", "schedule.milestones=[2, 3]")
+	var log strings.Builder
+	if _, err := Run(context.Background(), cfg, Options{OutDir: t.TempDir(), Log: slog.New(slog.NewTextHandler(&log, nil))}); err != nil {
+		t.Fatal(err)
+	}
+	text := log.String()
+	if n := strings.Count(text, "never applies"); n != 1 {
+		t.Fatalf("%d warnings about milestones, want 1 (for 3 of a 3-epoch run):\n%s", n, text)
+	}
+	if !strings.Contains(text, "milestone=3 train.epochs=3") {
+		t.Errorf("the warning does not name milestone 3 and the run's 3 epochs:\n%s", text)
 	}
 }
