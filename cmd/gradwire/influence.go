@@ -58,7 +58,7 @@ examples inspected in each ranking order, under --out's name with .png and
 .svg. The run must keep its epoch-end checkpoints: set train.keep_checkpoints
 to at least the epochs. --plot-only draws that plot from an earlier result
 (--out) and computes nothing.`,
-		Args: cobra.ExactArgs(1),
+		Args: runDirArgs("influence", true),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			jsonOut := o.Out
 			if jsonOut == "" {
@@ -97,6 +97,9 @@ to at least the epochs. --plot-only draws that plot from an earlier result
 			}
 			if o.K < 1 {
 				return fmt.Errorf("--proponents %d: expected >= 1", o.K)
+			}
+			if err := checkRunDirs("influence", args); err != nil {
+				return err
 			}
 			if o.Project < 0 {
 				return fmt.Errorf("--project %d: expected >= 0 (0 = exact dot products)", o.Project)

@@ -82,6 +82,30 @@ func TestTrainFlagErrors(t *testing.T) {
 	})
 }
 
+// TestArgumentErrors: a group command refuses an unknown subcommand (and shows
+// its help without one); measure and influence refuse a missing or wrong run
+// directory before any work, saying what they expect.
+func TestArgumentErrors(t *testing.T) {
+	notRun := t.TempDir()
+	wantErrors(t, []errorCase{
+		{[]string{"data", "chek"}, []string{`unknown command "chek" for "gradwire data"`, "fetch, list"}},
+		{[]string{"timemodel", "fitt"}, []string{`unknown command "fitt"`, `did you mean "fit"?`}},
+		{[]string{"measure"}, []string{"at least one run directory"}},
+		{[]string{"measure", notRun}, []string{notRun, "holds no config.yaml", "run directory"}},
+		{[]string{"measure", filepath.Join(notRun, "missing")}, []string{"missing is not a folder"}},
+		{[]string{"influence"}, []string{"one argument, a run directory", "got 0"}},
+		{[]string{"influence", notRun}, []string{notRun, "holds no config.yaml"}},
+	})
+	out, _, err := run(t, "data")
+	if err != nil || !strings.Contains(out, "fetch") {
+		t.Errorf("data without a subcommand: %v, output %q; want its help", err, out)
+	}
+	out, _, err = run(t, "measure", notRun)
+	if err == nil || out != "" {
+		t.Errorf("measure of a folder that is no run: printed %q before the error %v", out, err)
+	}
+}
+
 func TestHelpNamesEveryFlag(t *testing.T) {
 	out, _, err := run(t, "train", "--help")
 	if err != nil {

@@ -62,10 +62,13 @@ batch's statistics); the running statistics are restored afterwards. Writes
 RUN_DIR/measures.json and prints one line per run; gradwire report adds the
 measured runs of a sweep and each measure's Kendall tau with the gap, overall
 and per varied hyper-parameter.`,
-		Args: cobra.MinimumNArgs(1),
+		Args: runDirArgs("measure", false),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.AscentSteps < 1 {
 				return fmt.Errorf("--ascent-steps %d: expected >= 1", o.AscentSteps)
+			}
+			if err := checkRunDirs("measure", args); err != nil {
+				return err
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintln(out, "| run | epoch | examples | train loss | train accuracy (%) | test accuracy (%) | param norm | distance to init (Frobenius) | Fisher-Rao | 1/alpha^2 | 1/alpha'^2 | top Hessian eigenvalue | products |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")

@@ -18,5 +18,6 @@ resolved config, metrics, checkpoints and summary to a run directory.`,
 		},
 	}
 	root.AddCommand(newTrainCmd(), newSweepCmd(), newReportCmd(), newBenchCmd(), newTimeModelCmd(), newStragglersCmd(), newCodedCmd(), newMeasureCmd(), newInfluenceCmd(), newDataCmd(), newVersionCmd())
+	rejectUnknownSubcommands(root)
 	return root
 }
