@@ -72,3 +72,14 @@ func rejectUnknownSubcommands(root *cobra.Command) {
 		c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 	}
 }
+
+// noArgs refuses positional arguments to a command whose inputs are all flags,
+// showing its usage line, which says where the argument belongs (a config file
+// is --config FILE, a run directory --run DIR).
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	name := strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ") // main prefixes "gradwire: "
+	return fmt.Errorf("%s takes no arguments (got %q); usage: %s", name, strings.Join(args, " "), cmd.UseLine())
+}

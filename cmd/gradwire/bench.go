@@ -81,7 +81,7 @@ workers and replicas and compress.name none (not unfused), the engine's compute 
 worker (forward and backward of one worker batch), the process's CPU time per
 step (all threads: steadier than the step time on a machine shared with other
 jobs), and heap allocations per step.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			for _, f := range []struct {
 				name     string

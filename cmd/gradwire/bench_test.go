@@ -73,7 +73,7 @@ func TestBenchErrors(t *testing.T) {
 		{[]string{"bench", "--model", "mlp", "--trials", "0"}, []string{"--trials 0", ">= 1"}},
 		{[]string{"bench", "--model", "mlp", "--warmup", "-1"}, []string{"--warmup -1", ">= 0"}},
 		{[]string{"bench", "--model", "mlp", "--batch", "0"}, []string{"batch 0"}},
-		{[]string{"bench", "--model", "mlp", "--batch", "2", "extra1"}, []string{"unknown command"}},
+		{[]string{"bench", "--model", "mlp", "--batch", "2", "extra1"}, []string{`bench takes no arguments (got "extra1")`}},
 	})
 }
 

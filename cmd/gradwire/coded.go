@@ -67,7 +67,7 @@ answers did not decode; ill-conditioned among them), final training loss,
 training and test accuracy (the test split of the two classes). Writes
 table.md, coded.csv and coded.png/.svg (test accuracy against drop-out) to
 --out. Data from --data-dir, default $GRADWIRE_DATA, then /usr/share/datasets.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.validate(); err != nil {
 				return err

@@ -55,7 +55,12 @@ mirror, copying them by hand into DIR/NAME/, or for Fashion-MNIST Debian's
 dataset-fashion-mnist package. A failed fetch leaves no partial file and removes the
 folders it created; files it verified before the failure are kept, so running it
 again downloads only the rest. Known data sets: ` + strings.Join(data.Names(), ", ") + ".",
-		Args: cobra.ExactArgs(1),
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return fmt.Errorf("data fetch needs one argument, the data set's name (got %d): one of %s", len(args), strings.Join(data.Names(), ", "))
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if dir == "" {
 				dir = defaultDataDir()
@@ -86,7 +91,7 @@ one line per split: the number of examples (characters for text) and the folder 
 read from; or "missing" with the files a folder must hold; or why the split cannot be
 used (a damaged file, or splits whose images differ in shape). Opening reads every
 file in full.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dir != "" {
 				if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {

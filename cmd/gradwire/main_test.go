@@ -95,6 +95,9 @@ func TestArgumentErrors(t *testing.T) {
 		{[]string{"measure", filepath.Join(notRun, "missing")}, []string{"missing is not a folder"}},
 		{[]string{"influence"}, []string{"one argument, a run directory", "got 0"}},
 		{[]string{"influence", notRun}, []string{notRun, "holds no config.yaml"}},
+		{[]string{"train", "configs/mlp-fashion.yaml"}, []string{`train takes no arguments (got "configs/mlp-fashion.yaml")`, "--config FILE"}},
+		{[]string{"timemodel", "predict", notRun}, []string{"timemodel predict takes no arguments", "--run DIR"}},
+		{[]string{"data", "fetch"}, []string{"the data set's name (got 0)", "fashion-mnist"}},
 	})
 	out, _, err := run(t, "data")
 	if err != nil || !strings.Contains(out, "fetch") {

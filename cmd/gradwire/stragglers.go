@@ -48,7 +48,7 @@ x_m, --shape a > 1).
 Writes to --out: table.md, stragglers.csv and stragglers.png/.svg (expected
 step time against K, simulated points with error bars and the closed forms as
 lines, one colour per delay).`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if trials < 2 {
 				return fmt.Errorf("--trials %d: expected >= 2", trials)

@@ -63,7 +63,7 @@ covers every finished run. A pattern that matches no variation is an error.
 
 --dry-run prints each run's state and its equivalent gradwire train command
 without training.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if configPath == "" {
 				return fmt.Errorf("--config FILE is required: the sweep file, e.g. experiments/<name>.yaml")

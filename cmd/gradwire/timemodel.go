@@ -83,7 +83,7 @@ a and b for --algorithm on the measured number of members (ring on N: a =
 measured times, each fit with its RMS and largest relative error), fit.csv
 (size, best and median seconds, the fits' predictions) and fit.png/.svg
 (log-log: measured best and median times and the fitted lines).`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			sizes, err := parseSizes(sizesFlag)
 			if err != nil {
@@ -490,7 +490,7 @@ table.md (per algorithm and latency: step time in ms and speed-up for each N
 and bandwidth, width 1 and 2) and predict.png/.svg (speed-up against N, log2
 axis, one line per bandwidth and width, for the first algorithm and latency,
 with the ideal N for reference).`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runDir == "" {
 				return errors.New("--run: give the run directory whose summary.json to read")

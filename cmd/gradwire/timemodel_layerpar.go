@@ -40,7 +40,7 @@ stage parameters gathered per round, one round's time and its speed-up over a
 serial epoch, and the speed-up of a schedule of --rounds parallel rounds and
 --serial-epochs serial epochs in --cycles cycles. Devices are assumed equal and
 the links between neighbouring stages to work at once.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !(perExample > 0) {
 				return fmt.Errorf("--serial-seconds-per-example: %v: must be > 0 (1 / a serial run's samples_per_second)", perExample)

@@ -55,7 +55,7 @@ checkpoint was made with in anything that changes the result, naming the keys;
 Ctrl-C (or SIGTERM) writes a checkpoint at the current step and prints the
 command that continues the run. Logs and the progress bar go to stderr; stdout
 receives only summary.json (on MPI rank 0).`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var cfg configs.Config
 			var err error

@@ -13,7 +13,7 @@ func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the version, Go toolchain and matrix-multiply back-end",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			blas := models.BLAS
 			if core := models.BLASCoreType(); core != "" {
