@@ -374,6 +374,33 @@ func TestLoadErrors(t *testing.T) {
 	}
 }
 
+// TestLoadTopLevelNotAMapping: a file whose document is a list or a bare value is
+// refused in the config's own terms, with its line; an empty file (or one of
+// comments) gives the defaults.
+func TestLoadTopLevelNotAMapping(t *testing.T) {
+	for _, c := range []struct{ text, found string }{
+		{"- optim\n- data\n", "found a list"},
+		{"# a value\n42\n", "found a single value"},
+	} {
+		path := writeFile(t, c.text)
+		_, err := configs.Load(path, nil)
+		if err == nil {
+			t.Errorf("%q: Load succeeded, want an error", c.text)
+			continue
+		}
+		for _, w := range []string{path + ":", "expected a mapping of the config's keys (compress, data,", c.found} {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%q: error %q does not contain %q", c.text, err, w)
+			}
+		}
+	}
+	for _, text := range []string{"", "# nothing yet\n", "---\n"} {
+		if _, err := configs.Load(writeFile(t, text), nil); err != nil {
+			t.Errorf("%q: %v, want the defaults", text, err)
+		}
+	}
+}
+
 // TestLoadNoFollowOnError: an invalid train.epochs is reported once, in its own
 // words, not also as a warm-up longer than it.
 func TestLoadNoFollowOnError(t *testing.T) {

@@ -38,6 +38,9 @@ func Load(path string, sets []string) (Config, error) {
 		if err != nil {
 			return Config{}, err // os errors name the file already
 		}
+		if err := topLevelMapping(path, raw); err != nil {
+			return Config{}, err
+		}
 		v.SetConfigType("yaml") // whatever the file's extension
 		if err := v.ReadConfig(bytes.NewReader(raw)); err != nil {
 			if perr, ok := errors.AsType[viper.ConfigParseError](err); ok {
@@ -153,6 +156,28 @@ type lines struct {
 // keyLines maps every dotted key of the YAML document raw to the line it is written
 // on. Keys brought in by a merge (<<: *anchor) get the anchor's lines, unless the
 // mapping writes them itself.
+// topLevelMapping refuses a file that parses as YAML but whose document is not a
+// mapping of config sections (a list, or a bare value), which viper would report
+// in its own types. Parse errors are left to viper, an empty file gives the defaults.
+func topLevelMapping(path string, raw []byte) error {
+	var doc yaml.Node
+	if yaml.Unmarshal(raw, &doc) != nil || len(doc.Content) == 0 {
+		return nil
+	}
+	root := doc.Content[0]
+	if root.Kind == yaml.MappingNode || root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
+		return nil
+	}
+	found := map[yaml.Kind]string{yaml.SequenceNode: "a list", yaml.ScalarNode: "a single value", yaml.AliasNode: "an alias"}[root.Kind]
+	var top []string
+	for _, k := range Keys() {
+		if t, _, _ := strings.Cut(k, "."); !slices.Contains(top, t) {
+			top = append(top, t)
+		}
+	}
+	return fmt.Errorf("%s:%d: expected a mapping of the config's keys (%s), found %s", path, root.Line, strings.Join(top, ", "), found)
+}
+
 func keyLines(path string, raw []byte) lines {
 	at := lines{path: path, line: map[string]int{}}
 	var doc yaml.Node
