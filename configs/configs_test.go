@@ -227,6 +227,11 @@ func TestLoadErrors(t *testing.T) {
 			want: []string{`FILE:2: unknown key "optim.learning_rate"; did you mean "optim.lr"?`, "valid optim keys: adapt_norm_bias, beta1, beta2,"},
 		},
 		{
+			name: "a section set as a key",
+			sets: []string{"compress.dgc=3"},
+			want: []string{`--set: "compress.dgc" is a section, not a key: set one of its keys, compress.dgc.<key> (compress.dgc keys: clip_norm,`},
+		},
+		{
 			name: "nested unknown key",
 			file: "model:\n  name: resnet20\n  resnet:\n    depth: 20\n",
 			want: []string{`FILE:4: unknown key "model.resnet.depth"`, "valid model keys: bn_epsilon"},
@@ -397,6 +402,28 @@ func TestLoadTopLevelNotAMapping(t *testing.T) {
 	for _, text := range []string{"", "# nothing yet\n", "---\n"} {
 		if _, err := configs.Load(writeFile(t, text), nil); err != nil {
 			t.Errorf("%q: %v, want the defaults", text, err)
+		}
+	}
+}
+
+// TestLoadIntegerBeyondInt64: a file's integer too large for an int64 (YAML reads
+// it as a float or a uint64) is refused naming the range, with its line.
+func TestLoadIntegerBeyondInt64(t *testing.T) {
+	if strconv.IntSize == 32 {
+		t.Skip("a 32-bit build names its own int range")
+	}
+	path := writeFile(t, "data:\n  batch_size: 99999999999999999999\ntrain:\n  epochs: 18446744073709551615\n  max_steps: 1e3\n")
+	_, err := configs.Load(path, nil)
+	if err == nil {
+		t.Fatal("Load succeeded, want an error")
+	}
+	for _, w := range []string{
+		path + ":2: data.batch_size: 1e+20: expected an integer from -9223372036854775808 to 9223372036854775807",
+		path + ":4: train.epochs: 18446744073709551615: expected an integer from -9223372036854775808",
+		path + ":5: train.max_steps: 1000: expected an integer\n",
+	} {
+		if !strings.Contains(err.Error()+"\n", w) {
+			t.Errorf("error:\n%v\nwant it to contain %q", err, w)
 		}
 	}
 }
@@ -646,9 +673,14 @@ func TestValidateUpperBounds(t *testing.T) {
 		{[]string{"model.hidden_size=1048577"}, "--set: model.hidden_size: 1048577: must be at most 1048576"},
 		{[]string{"model.layers=65"}, "--set: model.layers: 65: must be at most 64"},
 		{[]string{"model.embed_dim=1048577"}, "--set: model.embed_dim: 1048577: must be at most 1048576"},
+		// Beyond any int64: the error names the range, not only the type.
+		{[]string{"data.batch_size=99999999999999999999"}, "--set: data.batch_size: \"99999999999999999999\": expected an integer from -9223372036854775808 to 9223372036854775807"},
 	} {
 		if strconv.IntSize == 32 && strings.Contains(tc.sets[0], "=9223372036854775807") {
 			tc.want = "dist.workers: \"9223372036854775807\": expected an integer from -2147483648 to 2147483647"
+		}
+		if strconv.IntSize == 32 {
+			tc.want = strings.Replace(tc.want, "from -9223372036854775808 to 9223372036854775807", "from -2147483648 to 2147483647", 1)
 		}
 		_, err := configs.Load("", tc.sets)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

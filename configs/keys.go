@@ -67,6 +67,9 @@ func Keys() []string {
 // unknownKeyError describes a key that is not in Config: the nearest known key when one
 // is close, and the valid keys of the deepest section of key that exists.
 func unknownKeyError(key string) error {
+	if sections[key] { // --set optim=0.1
+		return fmt.Errorf("%q is a section, not a key: set one of its keys, %s.<key> (%s keys: %s)", key, key, key, strings.Join(children(key), ", "))
+	}
 	msg := fmt.Sprintf("unknown key %q", key)
 	if near := nearest(key); near != "" {
 		msg += fmt.Sprintf("; did you mean %q?", near)

@@ -255,7 +255,7 @@ func checkFile(v *viper.Viper, at lines) []error {
 			continue
 		}
 		if val := v.Get(f.key); !parses(f.typ, val) {
-			errs = append(errs, fmt.Errorf("%s: %s: %s: expected %s", at.of(f.key), f.key, show(val), expected(f.typ)))
+			errs = append(errs, fmt.Errorf("%s: %s: %s: expected %s", at.of(f.key), f.key, show(val), expectedFor(f.typ, val)))
 		}
 	}
 	return errs
@@ -285,7 +285,7 @@ func parseSet(s string) (key, raw string, err error) {
 		return "", "", unknownKeyError(key)
 	}
 	if !parses(f.typ, raw) {
-		return "", "", fmt.Errorf("%s: %q: expected %s", key, raw, expected(f.typ))
+		return "", "", fmt.Errorf("%s: %q: expected %s", key, raw, expectedFor(f.typ, raw))
 	}
 	return key, raw, nil
 }
@@ -299,9 +299,32 @@ func decodeHook(_, to reflect.Type, data any) (any, error) {
 	}
 	out, ok := convert(to, data)
 	if !ok {
-		return nil, fmt.Errorf("%s: expected %s", show(data), expected(to))
+		return nil, fmt.Errorf("%s: expected %s", show(data), expectedFor(to, data))
 	}
 	return out, nil
+}
+
+// expectedFor is expected(t) for the value v that did not convert, naming the
+// range when v is an integer too large for any int64 (a YAML integer beyond it
+// arrives as a float, 1e+20, or as a uint64; a --set one as a string).
+func expectedFor(t reflect.Type, v any) string {
+	if k := t.Kind(); k != reflect.Int && k != reflect.Int64 {
+		return expected(t)
+	}
+	beyond := false
+	switch x := v.(type) {
+	case uint64:
+		beyond = x > math.MaxInt64
+	case float64:
+		beyond = x == math.Trunc(x) && math.Abs(x) >= math.MaxInt64
+	case string:
+		_, err := strconv.ParseInt(strings.TrimSpace(x), 10, 64)
+		beyond = errors.Is(err, strconv.ErrRange)
+	}
+	if beyond && strconv.IntSize == 64 {
+		return fmt.Sprintf("an integer from %d to %d", int64(math.MinInt64), int64(math.MaxInt64))
+	}
+	return expected(t)
 }
 
 // parses reports whether convert accepts v for type t.
