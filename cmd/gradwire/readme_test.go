@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
+
 	"github.com/gradwire/gradwire/configs"
 )
 
@@ -119,6 +121,43 @@ func TestReadmeFlagsExist(t *testing.T) {
 	}
 	if n < 30 {
 		t.Fatalf("found %d flags on gradwire command lines in README.md; the pattern no longer matches it", n)
+	}
+}
+
+// TestReadmeUsageListsEveryCommand: the usage block after "Every command has a
+// `--help`." gives a line to every command that runs (not the groups, help or
+// completion), so a new command is listed where users look first.
+func TestReadmeUsageListsEveryCommand(t *testing.T) {
+	text, _ := readme(t)
+	_, after, ok := strings.Cut(text, "Every command has a `--help`.")
+	if !ok {
+		t.Fatal("README.md has no \"Every command has a `--help`.\" before its usage block")
+	}
+	_, block, ok := strings.Cut(after, "```\n")
+	block, _, ok2 := strings.Cut(block, "```")
+	block = "\n" + block
+	if !ok || !ok2 {
+		t.Fatal("no ``` usage block after \"Every command has a `--help`.\"")
+	}
+	var walk func(c *cobra.Command)
+	n := 0
+	walk = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			if sub.Name() == "help" || sub.Name() == "completion" || !sub.IsAvailableCommand() {
+				continue
+			}
+			if !sub.HasSubCommands() {
+				n++
+				if !strings.Contains(block, "\n"+sub.CommandPath()+" ") && !strings.Contains(block, "\n"+sub.CommandPath()+"\n") {
+					t.Errorf("README.md's usage block has no line for %q", sub.CommandPath())
+				}
+			}
+			walk(sub)
+		}
+	}
+	walk(newRootCmd())
+	if n < 10 {
+		t.Fatalf("found %d commands; the walk no longer sees them", n)
 	}
 }
 
