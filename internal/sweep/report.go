@@ -339,11 +339,14 @@ func readRun(dir, variation string, seed int64) (*runData, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber() // keep the numbers' text exactly for runs.csv
 	var generic any
+	damaged := func(what string) error {
+		return fmt.Errorf("%s: damaged (%s), expected the JSON object gradwire train writes: restore the file, or delete %s and rerun gradwire sweep to train that run again", path, what, dir)
+	}
 	if err := dec.Decode(&generic); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, damaged(err.Error())
 	}
 	if _, ok := generic.(map[string]any); !ok {
-		return nil, fmt.Errorf("%s: expected a JSON object", path)
+		return nil, damaged("not an object")
 	}
 	r.flat = flattenJSON(generic)
 	delete(r.flat, "seed") // the seed column comes first

@@ -295,6 +295,19 @@ func TestReportErrors(t *testing.T) {
 	if _, err := Report(bad, nil); err == nil || !strings.Contains(err.Error(), "metrics.jsonl:2") {
 		t.Errorf("bad metrics line: %v", err)
 	}
+	// A damaged summary (the sweep counts the run done) says how to get past it.
+	for _, text := range []string{"{ broken", "[1, 2]"} {
+		damaged := filepath.Join(t.TempDir(), "damaged")
+		writeRun(t, damaged, "a", classifierSummary("none", 1, 0.9, 1, 1, 1))
+		path := filepath.Join(damaged, "runs", "a", "seed-1", "summary.json")
+		writeFile(t, path, text)
+		_, err := Report(damaged, nil)
+		for _, w := range []string{path + ": damaged", "restore the file, or delete " + filepath.Dir(path)} {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("summary %q: error %v, want it to contain %q", text, err, w)
+			}
+		}
+	}
 }
 
 func TestSortColumns(t *testing.T) {
