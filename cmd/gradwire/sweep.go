@@ -61,8 +61,9 @@ globs, e.g. --only 'lars-*,lamb-*'), to get the rows that matter first out of a
 sweep that takes days; the other runs are left as they are and the report still
 covers every finished run. A pattern that matches no variation is an error.
 
---dry-run prints each run's state and its equivalent gradwire train command
-without training.`,
+--dry-run prints each run's state (with the process training it, if one is)
+and its equivalent gradwire train command, then the estimated time for the runs
+left, without training.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if configPath == "" {

@@ -592,12 +592,18 @@ func DryRun(w io.Writer, s *Sweep, results string, only []string) error {
 		return err
 	}
 	var errs []error
+	states := make([]state, len(s.Runs))
 	fmt.Fprintf(w, "# sweep %s: %d runs in %s\n", s.Name, len(s.Runs), dir)
 	for i, r := range s.Runs {
 		st, err := inspectRun(s, r, dir, selected[i])
 		if err != nil {
 			errs = append(errs, err)
 			continue
+		}
+		states[i] = st
+		running := ""
+		if holder, ok := train.InUse(r.Dir(dir)); ok {
+			running = "; training now, " + holder
 		}
 		args := []string{"gradwire", "train", "--config", s.BasePath}
 		for _, kv := range r.Sets {
@@ -607,9 +613,17 @@ func DryRun(w io.Writer, s *Sweep, results string, only []string) error {
 		for i, a := range args {
 			args[i] = ShellQuote(a)
 		}
-		fmt.Fprintf(w, "[%d/%d] %s seed %d (%s): %s\n", r.Index, len(s.Runs), r.Variation, r.Seed, st, strings.Join(args, " "))
+		fmt.Fprintf(w, "[%d/%d] %s seed %d (%s%s): %s\n", r.Index, len(s.Runs), r.Variation, r.Seed, st, running, strings.Join(args, " "))
 	}
-	return errors.Join(errs...)
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	// The estimate a sweep prints when it starts, from the finished runs' times
+	// (a run being trained now counts whole).
+	if left, ok := newETA(s.Runs, states).left(s.Runs, states, 0); ok {
+		fmt.Fprintf(w, "# to train: %s\n", etaText(left, time.Now()))
+	}
+	return nil
 }
 
 // ShellQuote quotes a for a POSIX shell when it holds anything but safe characters.

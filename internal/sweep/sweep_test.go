@@ -395,6 +395,29 @@ func TestDryRunAndInterrupt(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(results, "tiny")); err == nil {
 		t.Error("dry run wrote the results folder")
 	}
+	if strings.Contains(out.String(), "# to train") {
+		t.Errorf("dry run gave an estimate with no finished run to time it by:\n%s", out.String())
+	}
+	// A run another process holds is shown as training now, with its holder.
+	release, _, err := train.ClaimForCopy(filepath.Join(results, "tiny", "runs", "topk", "seed-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := DryRun(&out, s, results, nil); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if want := fmt.Sprintf("[3/4] topk seed 1 (new; training now, PID %d on host ", os.Getpid()); !strings.Contains(out.String(), want) {
+		t.Errorf("dry run does not show %q:\n%s", want, out.String())
+	}
+	if strings.Contains(out.String(), "dense seed 1 (new; training") {
+		t.Errorf("dry run shows a run no process holds as training:\n%s", out.String())
+	}
+	out.Reset()
+	if err := DryRun(&out, s, results, nil); err != nil || strings.Contains(out.String(), "training now") {
+		t.Errorf("dry run after the holder let go: %v\n%s", err, out.String())
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -514,6 +537,12 @@ func TestFailedRunDoesNotStopTheSweep(t *testing.T) {
 	if want := "topk seed 2 (new, a retry: failed before (" + kind + ")): "; !strings.Contains(dry.String(), want) ||
 		!strings.Contains(dry.String(), "dense seed 2 (done)") {
 		t.Errorf("dry run does not show %q:\n%s", want, dry.String())
+	}
+	// With finished runs to time it by, the dry run ends with the estimate the
+	// sweep would print for the runs left.
+	if lines := strings.Split(strings.TrimSpace(dry.String()), "\n"); !strings.HasPrefix(lines[len(lines)-1], "# to train: about ") ||
+		!strings.Contains(lines[len(lines)-1], " left (ETA ") {
+		t.Errorf("dry run does not end with the time estimate:\n%s", dry.String())
 	}
 	progress.Reset()
 	if err := Execute(context.Background(), s, Options{Results: results, Progress: &progress, Only: []string{"topk"}}); err == nil {

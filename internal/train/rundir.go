@@ -75,6 +75,27 @@ func ClaimForCopy(path string) (release func(), done bool, err error) {
 	return d.release, false, nil
 }
 
+// InUse reports whether a gradwire process holds the run directory path now,
+// and who ("PID 123 on host h since T"). It takes the lock for an instant when it
+// is free, so it creates nothing and, unlike a claim, leaves a missing folder
+// missing.
+func InUse(path string) (holder string, inUse bool) {
+	f, err := os.OpenFile(filepath.Join(path, lockName), os.O_RDWR|lockOpenFlags, 0)
+	if err != nil {
+		return "", false // no lock file: no process has claimed the folder
+	}
+	defer f.Close()
+	if err := lockFile(f); err != nil {
+		if !errors.Is(err, errLocked) {
+			return "", false
+		}
+		text, _ := os.ReadFile(f.Name())
+		return describeHolder(string(text)), true
+	}
+	unlockFile(f)
+	return "", false
+}
+
 // removeRunFiles removes the named run files of the directory.
 func (d *runDir) removeRunFiles(names []string) error {
 	for _, name := range names {
