@@ -109,6 +109,13 @@ func (d *runDir) removeRunFiles(names []string) error {
 // lockRunDir creates path if needed and takes its lock; a second process fails
 // at once, naming the holder.
 func lockRunDir(path string) (*runDir, error) {
+	if st, err := os.Stat(path); err == nil && !st.IsDir() {
+		return nil, fmt.Errorf("run directory %s is a file: expected a folder (or a path to create one at)", path)
+	} else if errors.Is(err, os.ErrNotExist) {
+		if target, lerr := os.Readlink(path); lerr == nil {
+			return nil, fmt.Errorf("run directory %s is a symbolic link to %s, which does not exist: create that folder or choose another path", path, target)
+		}
+	}
 	if err := os.MkdirAll(path, 0o755); err != nil {
 		return nil, fmt.Errorf("run directory: %w", err)
 	}

@@ -120,6 +120,29 @@ func TestRunDirReadOnlyFolder(t *testing.T) {
 	}
 }
 
+// TestRunDirNotAFolder: a path that is a file, or a link to nothing, is refused
+// saying so, and nothing is created at the link's target.
+func TestRunDirNotAFolder(t *testing.T) {
+	root := t.TempDir()
+	file := filepath.Join(root, "file")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := claimRunDir(file, false, false); err == nil || !strings.Contains(err.Error(), file+" is a file: expected a folder") {
+		t.Errorf("claim of a file: %v", err)
+	}
+	link, target := filepath.Join(root, "link"), filepath.Join(root, "nowhere")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := claimRunDir(link, false, false); err == nil || !strings.Contains(err.Error(), link+" is a symbolic link to "+target+", which does not exist") {
+		t.Errorf("claim of a dangling link: %v", err)
+	}
+	if _, err := os.Lstat(target); err == nil {
+		t.Error("the dangling link's target was created")
+	}
+}
+
 // TestRunDirLockRefusesSymlink: a .lock planted as a link to another file is
 // refused, and that file keeps its content.
 func TestRunDirLockRefusesSymlink(t *testing.T) {
