@@ -83,3 +83,12 @@ func noArgs(cmd *cobra.Command, args []string) error {
 	name := strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ") // main prefixes "gradwire: "
 	return fmt.Errorf("%s takes no arguments (got %q); usage: %s", name, strings.Join(args, " "), cmd.UseLine())
 }
+
+// folderFlag refuses a flag's path that exists and is not a folder; a missing
+// one is fine (it is created).
+func folderFlag(flag, path string) error {
+	if st, err := os.Stat(path); err == nil && !st.IsDir() {
+		return fmt.Errorf("%s %s is a file: expected a folder (or a path to create one at)", flag, path)
+	}
+	return nil
+}

@@ -65,6 +65,9 @@ again downloads only the rest. Known data sets: ` + strings.Join(data.Names(), "
 			if dir == "" {
 				dir = defaultDataDir()
 			}
+			if err := folderFlag("--dir", dir); err != nil {
+				return err
+			}
 			opts := data.FetchOptions{BaseURL: baseURL, Progress: cmd.ErrOrStderr()}
 			if err := data.Fetch(cmd.Context(), args[0], dir, opts); err != nil {
 				return err

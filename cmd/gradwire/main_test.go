@@ -87,6 +87,10 @@ func TestTrainFlagErrors(t *testing.T) {
 // directory before any work, saying what they expect.
 func TestArgumentErrors(t *testing.T) {
 	notRun := t.TempDir()
+	aFile := filepath.Join(notRun, "a-file")
+	if err := os.WriteFile(aFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	wantErrors(t, []errorCase{
 		{[]string{"data", "chek"}, []string{`unknown command "chek" for "gradwire data"`, "fetch, list"}},
 		{[]string{"timemodel", "fitt"}, []string{`unknown command "fitt"`, `did you mean "fit"?`}},
@@ -98,6 +102,8 @@ func TestArgumentErrors(t *testing.T) {
 		{[]string{"train", "configs/mlp-fashion.yaml"}, []string{`train takes no arguments (got "configs/mlp-fashion.yaml")`, "--config FILE"}},
 		{[]string{"timemodel", "predict", notRun}, []string{"timemodel predict takes no arguments", "--run DIR"}},
 		{[]string{"data", "fetch"}, []string{"the data set's name (got 0)", "fashion-mnist"}},
+		{[]string{"data", "fetch", "mnist", "--dir", aFile}, []string{"--dir " + aFile + " is a file: expected a folder"}},
+		{[]string{"sweep", "--config", "x.yaml", "--results", aFile}, []string{"--results " + aFile + " is a file: expected a folder"}},
 	})
 	out, _, err := run(t, "data")
 	if err != nil || !strings.Contains(out, "fetch") {

@@ -69,6 +69,9 @@ left, without training.`,
 			if configPath == "" {
 				return fmt.Errorf("--config FILE is required: the sweep file, e.g. experiments/<name>.yaml")
 			}
+			if err := folderFlag("--results", results); err != nil {
+				return err
+			}
 			sw, err := sweep.Load(configPath)
 			if err != nil {
 				return err
