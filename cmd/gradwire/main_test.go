@@ -101,6 +101,7 @@ func TestArgumentErrors(t *testing.T) {
 		{[]string{"influence", notRun}, []string{notRun, "holds no config.yaml"}},
 		{[]string{"train", "configs/mlp-fashion.yaml"}, []string{`train takes no arguments (got "configs/mlp-fashion.yaml")`, "--config FILE"}},
 		{[]string{"timemodel", "predict", notRun}, []string{"timemodel predict takes no arguments", "--run DIR"}},
+		{[]string{"timemodel", "predict", "--run", notRun}, []string{"--run " + notRun + ": no summary.json there: expected the directory of a finished run"}},
 		{[]string{"data", "fetch"}, []string{"the data set's name (got 0)", "fashion-mnist"}},
 		{[]string{"data", "fetch", "mnist", "--dir", aFile}, []string{"--dir " + aFile + " is a file: expected a folder"}},
 		{[]string{"sweep", "--config", "x.yaml", "--results", aFile}, []string{"--results " + aFile + " is a file: expected a folder"}},

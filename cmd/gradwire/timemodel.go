@@ -496,6 +496,9 @@ with the ideal N for reference).`,
 				return errors.New("--run: give the run directory whose summary.json to read")
 			}
 			path := filepath.Join(runDir, "summary.json")
+			if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("--run %s: no summary.json there: expected the directory of a finished run (gradwire train --out, or a sweep's runs/<variation>/seed-<k>)", runDir)
+			}
 			sum, err := train.ReadSummary(path)
 			if err != nil {
 				return err
