@@ -153,9 +153,6 @@ type lines struct {
 	line map[string]int
 }
 
-// keyLines maps every dotted key of the YAML document raw to the line it is written
-// on. Keys brought in by a merge (<<: *anchor) get the anchor's lines, unless the
-// mapping writes them itself.
 // topLevelMapping refuses a file that parses as YAML but whose document is not a
 // mapping of config sections (a list, or a bare value), which viper would report
 // in its own types. Parse errors are left to viper, an empty file gives the defaults.
@@ -178,6 +175,9 @@ func topLevelMapping(path string, raw []byte) error {
 	return fmt.Errorf("%s:%d: expected a mapping of the config's keys (%s), found %s", path, root.Line, strings.Join(top, ", "), found)
 }
 
+// keyLines maps every dotted key of the YAML document raw to the line it is written
+// on. Keys brought in by a merge (<<: *anchor) get the anchor's lines, unless the
+// mapping writes them itself.
 func keyLines(path string, raw []byte) lines {
 	at := lines{path: path, line: map[string]int{}}
 	var doc yaml.Node
