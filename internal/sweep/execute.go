@@ -619,7 +619,7 @@ func DryRun(w io.Writer, s *Sweep, results string, only []string) error {
 		return errors.Join(errs...)
 	}
 	// The estimate a sweep prints when it starts, from the finished runs' times
-	// (a run being trained now counts whole).
+	// (a run with a checkpoint, trained now or not, counts the share left).
 	if left, ok := newETA(s.Runs, states).left(s.Runs, states, 0); ok {
 		fmt.Fprintf(w, "# to train: %s\n", etaText(left, time.Now()))
 	}
