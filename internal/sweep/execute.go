@@ -302,6 +302,20 @@ func execute(ctx context.Context, s *Sweep, opts Options, dir string, states []s
 		}
 		tag := fmt.Sprintf("[%d/%d] %s seed %d", r.Index, n, r.Variation, r.Seed)
 		st := states[i]
+		if !st.done && !st.unselected && st.copyFrom == "" {
+			// Another process (a second sweep over the same results) may
+			// be training the run, or have finished or started it since
+			// this sweep looked: leave its folder alone, or look again.
+			if holder, busy := train.InUse(r.Dir(dir)); busy {
+				fmt.Fprintf(progress, "%s: skipped (being trained by another gradwire process, %s)\n", tag, holder)
+				continue
+			}
+			fresh, err := inspect(r, r.Dir(dir))
+			if err != nil {
+				return err
+			}
+			st, states[i] = fresh, fresh
+		}
 		switch {
 		case st.done:
 			fmt.Fprintf(progress, "%s: skipped (done)\n", tag)
@@ -339,6 +353,16 @@ func execute(ctx context.Context, s *Sweep, opts Options, dir string, states []s
 		if errors.Is(err, context.Canceled) {
 			entry.set(interrupted)
 			return fmt.Errorf("interrupted during %s seed %d (checkpointed where it stopped); rerun gradwire sweep --config %s to continue", r.Variation, r.Seed, s.Path)
+		}
+		if errors.Is(err, train.ErrInUse) {
+			// Claimed by another process since the check above: not this
+			// invocation's run, and not a failure to record in a folder
+			// that process owns.
+			if werr := entry.update(func(inv *Invocation) { inv.Trained-- }); werr != nil {
+				return werr
+			}
+			fmt.Fprintf(progress, "%s: skipped, %v\n", tag, err)
+			continue
 		}
 		if werr := entry.update(func(inv *Invocation) {
 			if err != nil {

@@ -493,6 +493,46 @@ func TestLoadDefaults(t *testing.T) {
 // TestFailedRunDoesNotStopTheSweep: the topk runs diverge (a learning rate of
 // 1e30 makes the loss NaN); the dense runs still complete and the sweep reports
 // the failures.
+// TestRunHeldByAnotherProcess: a run another gradwire process holds (a second
+// sweep over the same results) is skipped: nothing is written into its folder,
+// no failure is recorded, and the other runs train.
+func TestRunHeldByAnotherProcess(t *testing.T) {
+	s, err := Load(tinySweep(t, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := t.TempDir()
+	held := filepath.Join(results, "tiny", "runs", "topk", "seed-1")
+	release, _, err := train.ClaimForCopy(held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	var progress bytes.Buffer
+	if err := Execute(context.Background(), s, Options{Results: results, Progress: &progress, Command: "gradwire sweep"}); err != nil {
+		t.Fatalf("sweep: %v\n%s", err, progress.String())
+	}
+	if want := "topk seed 1: skipped (being trained by another gradwire process, PID "; !strings.Contains(progress.String(), want) {
+		t.Errorf("progress lacks %q:\n%s", want, progress.String())
+	}
+	entries, err := os.ReadDir(held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Name() != ".lock" {
+			t.Errorf("the sweep wrote %s into the folder another process holds", e.Name())
+		}
+	}
+	if _, err := os.Stat(filepath.Join(results, "tiny", "runs", "topk", "seed-2", "summary.json")); err != nil {
+		t.Errorf("the run after the held one did not train: %v", err)
+	}
+	invs, err := readInvocations(filepath.Join(results, "tiny"))
+	if err != nil || len(invs) != 1 || invs[0].Trained != 3 || invs[0].Failed != 0 {
+		t.Errorf("invocation record %+v (%v), want 3 runs trained and none failed", invs, err)
+	}
+}
+
 func TestFailedRunDoesNotStopTheSweep(t *testing.T) {
 	path := tinySweep(t, ", optim.lr=1e30")
 	results := t.TempDir()

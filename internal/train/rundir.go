@@ -75,6 +75,17 @@ func ClaimForCopy(path string) (release func(), done bool, err error) {
 	return d.release, false, nil
 }
 
+// ErrInUse is the error of a claim on a run directory that another gradwire
+// process holds.
+var ErrInUse = errors.New("in use by another gradwire process")
+
+// A claim that finds the lock taken looks again claimRetries times,
+// claimRetryWait apart, so that a momentary probe does not fail it.
+const (
+	claimRetries   = 5
+	claimRetryWait = 40 * time.Millisecond
+)
+
 // InUse reports whether a gradwire process holds the run directory path now,
 // and who ("PID 123 on host h since T"). It takes the lock for an instant when it
 // is free, so it creates nothing and, unlike a claim, leaves a missing folder
@@ -123,12 +134,19 @@ func lockRunDir(path string) (*runDir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("run directory %s: cannot create its lock file: %w", path, err)
 	}
-	if err := lockFile(f); err != nil {
+	err = lockFile(f)
+	for try := 0; errors.Is(err, errLocked) && try < claimRetries; try++ {
+		// InUse (a sweep's dry run) holds a free lock for an instant: look
+		// again before calling the folder taken.
+		time.Sleep(claimRetryWait)
+		err = lockFile(f)
+	}
+	if err != nil {
 		holder, _ := os.ReadFile(f.Name())
 		f.Close()
 		if errors.Is(err, errLocked) {
-			return nil, fmt.Errorf("run directory %s is in use by another gradwire process (%s); wait for it to end or choose another --out",
-				path, describeHolder(string(holder)))
+			return nil, fmt.Errorf("run directory %s is %w (%s); wait for it to end or choose another --out",
+				path, ErrInUse, describeHolder(string(holder)))
 		}
 		return nil, fmt.Errorf("run directory %s: lock: %w", path, err)
 	}

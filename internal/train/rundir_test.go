@@ -1,6 +1,7 @@
 package train
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -19,15 +20,46 @@ func TestRunDirSecondClaimFailsNamingTheHolder(t *testing.T) {
 	_, err = claimRunDir(dir, false, false)
 	host, _ := os.Hostname()
 	want := fmt.Sprintf("PID %d on host %s", os.Getpid(), host)
-	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "in use") {
-		t.Fatalf("second claim: %v, want an in-use error naming %q", err, want)
+	if err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, ErrInUse) {
+		t.Fatalf("second claim: %v, want an ErrInUse naming %q", err, want)
+	}
+	if holder, busy := InUse(dir); !busy || !strings.HasPrefix(holder, want+" since ") {
+		t.Errorf("InUse of a held folder: %q, %v; want busy, naming %q", holder, busy, want)
 	}
 	first.release()
+	if holder, busy := InUse(dir); busy {
+		t.Errorf("InUse of a released folder: busy, %q", holder)
+	}
+	if _, busy := InUse(filepath.Join(dir, "missing")); busy {
+		t.Error("InUse of a missing folder: busy")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "missing")); err == nil {
+		t.Error("InUse created the folder it probed")
+	}
 	again, err := claimRunDir(dir, false, false)
 	if err != nil {
 		t.Fatalf("claim after release: %v", err)
 	}
 	again.release()
+}
+
+// TestRunDirClaimOutlastsAProbe: a claim that finds the lock held for a
+// moment (InUse probing it) looks again instead of failing.
+func TestRunDirClaimOutlastsAProbe(t *testing.T) {
+	dir := t.TempDir()
+	probe, err := claimRunDir(dir, false, false) // stands in for InUse's instant
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(claimRetryWait / 2)
+		probe.release()
+	}()
+	d, err := claimRunDir(dir, false, false)
+	if err != nil {
+		t.Fatalf("claim while a probe held the lock for %v: %v", claimRetryWait/2, err)
+	}
+	d.release()
 }
 
 // TestRunDirLockHeldByAnotherProcess runs a second process that holds the lock
