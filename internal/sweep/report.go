@@ -523,7 +523,8 @@ func bestOnValidation(groups []group, m valMetric) string {
 	compressed := func(g group) bool {
 		return field(g, func(s *train.Summary) string { return s.Compressor }) != "none"
 	}
-	if c, cv := pick(compressed); len(c) > 0 && !slices.Equal(c, best) {
+	// Named already when a compressed variation is among the best.
+	if c, cv := pick(compressed); len(c) > 0 && !slices.Contains(best, c[0]) {
 		line += "; best compressed: " + text(c, cv)
 	}
 	return line + "\n"

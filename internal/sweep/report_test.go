@@ -272,6 +272,16 @@ func TestReportValidation(t *testing.T) {
 	if res, err := Report(tie, nil); err != nil || !strings.Contains(res.Table, "best on validation: t1 and t2 tie (92.98% each); best compressed: t3 (92.97%)\n") {
 		t.Errorf("a tie: err %v, table\n%s", err, res.Table)
 	}
+	// A compressed variation among the tied best is not named again.
+	tieDGC := filepath.Join(t.TempDir(), "tie-dgc")
+	for i, v := range []float64{0.92984, 0.9298} {
+		s := classifierSummary([]string{"none", "dgc"}[i], 1, 0.9, 1, 1, 2)
+		s.ValAccuracy = ptr(v)
+		writeRun(t, tieDGC, fmt.Sprintf("t%d", i), s)
+	}
+	if res, err := Report(tieDGC, nil); err != nil || !strings.Contains(res.Table, "best on validation: t0 and t1 tie (92.98% each)\n") {
+		t.Errorf("a tie with a compressed variation: err %v, table\n%s", err, res.Table)
+	}
 	// No validation figures at all: no column, no line.
 	none := filepath.Join(t.TempDir(), "none")
 	writeRun(t, none, "dense", classifierSummary("none", 1, 0.9, 1, 1, 2))

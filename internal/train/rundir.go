@@ -26,7 +26,7 @@ type runDir struct {
 }
 
 // claimRunDir creates path if needed and takes its lock; a second process fails
-// at once, naming the holder. A fresh run (resume false) refuses a folder that
+// (after claimRetries looks), naming the holder. A fresh run (resume false) refuses a folder that
 // already holds a run unless overwrite is set, which removes that run's files
 // first; a resumed run needs one.
 func claimRunDir(path string, resume, overwrite bool) (*runDir, error) {
@@ -54,7 +54,7 @@ func claimRunDir(path string, resume, overwrite bool) (*runDir, error) {
 
 // ClaimForCopy takes the lock of the run directory path (created if needed)
 // for a process that fills it with a finished run's files instead of training:
-// while another process holds it, it fails at once naming the holder, as
+// while another process holds it, it fails (after claimRetries looks) naming the holder, as
 // training would. A folder that already holds a finished run (summary.json) is
 // left untouched and reported done; otherwise the files of an unfinished run
 // there are removed first, as a fresh run with --overwrite removes them.
