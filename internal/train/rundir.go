@@ -118,7 +118,7 @@ func (d *runDir) removeRunFiles(names []string) error {
 }
 
 // lockRunDir creates path if needed and takes its lock; a second process fails
-// at once, naming the holder.
+// (after claimRetries looks), naming the holder.
 func lockRunDir(path string) (*runDir, error) {
 	if st, err := os.Stat(path); err == nil && !st.IsDir() {
 		return nil, fmt.Errorf("run directory %s is a file: expected a folder (or a path to create one at)", path)
