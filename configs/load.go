@@ -38,7 +38,15 @@ func Load(path string, sets []string) (Config, error) {
 		if err != nil {
 			return Config{}, err // os errors name the file already
 		}
-		if err := topLevelMapping(path, raw); err != nil {
+		// Parsed once more for the structure viper does not keep: the
+		// document's kind and each key's line (nil when it does not parse:
+		// viper's error names the file).
+		var doc *yaml.Node
+		var parsed yaml.Node
+		if yaml.Unmarshal(raw, &parsed) == nil && len(parsed.Content) > 0 {
+			doc = parsed.Content[0]
+		}
+		if err := topLevelMapping(path, doc); err != nil {
 			return Config{}, err
 		}
 		v.SetConfigType("yaml") // whatever the file's extension
@@ -48,7 +56,7 @@ func Load(path string, sets []string) (Config, error) {
 			}
 			return Config{}, fmt.Errorf("%s: %w", path, err)
 		}
-		at = keyLines(path, raw)
+		at = keyLines(path, doc)
 	}
 
 	errs := checkFile(v, at)
@@ -153,15 +161,13 @@ type lines struct {
 	line map[string]int
 }
 
-// topLevelMapping refuses a file that parses as YAML but whose document is not a
-// mapping of config sections (a list, or a bare value), which viper would report
-// in its own types. Parse errors are left to viper, an empty file gives the defaults.
-func topLevelMapping(path string, raw []byte) error {
-	var doc yaml.Node
-	if yaml.Unmarshal(raw, &doc) != nil || len(doc.Content) == 0 {
+// topLevelMapping refuses a file whose document root is not a mapping of config
+// sections (a list, or a bare value), which viper would report in its own types.
+// A nil root (an empty file, or one viper will refuse) passes.
+func topLevelMapping(path string, root *yaml.Node) error {
+	if root == nil {
 		return nil
 	}
-	root := doc.Content[0]
 	if root.Kind == yaml.MappingNode || root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
 		return nil
 	}
@@ -175,13 +181,12 @@ func topLevelMapping(path string, raw []byte) error {
 	return fmt.Errorf("%s:%d: expected a mapping of the config's keys (%s), found %s", path, root.Line, strings.Join(top, ", "), found)
 }
 
-// keyLines maps every dotted key of the YAML document raw to the line it is written
+// keyLines maps every dotted key of the YAML document root doc to the line it is written
 // on. Keys brought in by a merge (<<: *anchor) get the anchor's lines, unless the
 // mapping writes them itself.
-func keyLines(path string, raw []byte) lines {
+func keyLines(path string, doc *yaml.Node) lines {
 	at := lines{path: path, line: map[string]int{}}
-	var doc yaml.Node
-	if yaml.Unmarshal(raw, &doc) != nil || len(doc.Content) == 0 {
+	if doc == nil {
 		return at // viper parsed it; without lines, errors still name the file
 	}
 	var walk func(n *yaml.Node, prefix string, own bool)
@@ -215,7 +220,7 @@ func keyLines(path string, raw []byte) lines {
 			}
 		}
 	}
-	walk(doc.Content[0], "", true)
+	walk(doc, "", true)
 	return at
 }
 
