@@ -92,3 +92,16 @@ func folderFlag(flag, path string) error {
 	}
 	return nil
 }
+
+// listOnce refuses a list flag that names a value twice (each value makes rows
+// of a table, so a repeat would only repeat them).
+func listOnce[T comparable](flag string, values []T) error {
+	seen := make(map[T]bool, len(values))
+	for _, v := range values {
+		if seen[v] {
+			return fmt.Errorf("%s %v: given twice, expected each value once", flag, v)
+		}
+		seen[v] = true
+	}
+	return nil
+}

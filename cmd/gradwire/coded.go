@@ -14,6 +14,7 @@ import (
 
 	"github.com/gradwire/gradwire/data"
 	"github.com/gradwire/gradwire/dist/coded"
+	"github.com/gradwire/gradwire/internal/sweep"
 )
 
 // codedOptions are the flags of gradwire coded.
@@ -133,6 +134,9 @@ func (o *codedOptions) validate() error {
 			return fmt.Errorf("--model %q: expected one of %s", m, strings.Join(coded.Models, ", "))
 		}
 	}
+	if err := listOnce("--model", o.models); err != nil {
+		return err
+	}
 	if len(o.schemes) == 0 {
 		return fmt.Errorf("--schemes: expected at least one of %s", strings.Join(coded.Names(), ", "))
 	}
@@ -141,6 +145,9 @@ func (o *codedOptions) validate() error {
 			return fmt.Errorf("--schemes %q: expected one of %s", s, strings.Join(coded.Names(), ", "))
 		}
 	}
+	if err := listOnce("--schemes", o.schemes); err != nil {
+		return err
+	}
 	if len(o.dropouts) == 0 {
 		return fmt.Errorf("--dropout: expected at least one probability in [0, 1)")
 	}
@@ -148,6 +155,9 @@ func (o *codedOptions) validate() error {
 		if !(p >= 0 && p < 1) {
 			return fmt.Errorf("--dropout %v: expected a probability in [0, 1)", p)
 		}
+	}
+	if err := listOnce("--dropout", o.dropouts); err != nil {
+		return err
 	}
 	if len(o.classes) != 2 || o.classes[0] == o.classes[1] {
 		return fmt.Errorf("--classes %v: expected two different classes in 0-9, e.g. 0,6", o.classes)
@@ -284,5 +294,6 @@ func (r *codedResult) plot(dir string) error {
 	// Room under the curves for the legend.
 	span := max(hi-lo, 1)
 	pl.Y.Min, pl.Y.Max = lo-1.2*span, hi+0.15*span
+	pl.Y.Tick.Marker = sweep.NiceTicks{}
 	return savePlot(pl, dir, "coded")
 }

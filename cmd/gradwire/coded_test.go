@@ -62,6 +62,8 @@ func TestCodedErrors(t *testing.T) {
 		{[]string{"coded", "--schemes", "lt"}, []string{`--schemes "lt"`, "uncoded, replication, mds, rlnc"}},
 		{[]string{"coded", "--dropout", "1"}, []string{"--dropout 1", "[0, 1)"}},
 		{[]string{"coded", "--dropout", "-0.1"}, []string{"--dropout -0.1"}},
+		{[]string{"coded", "--dropout", "0,0.1,0"}, []string{"--dropout 0", "given twice"}},
+		{[]string{"coded", "--schemes", "mds,mds"}, []string{"--schemes mds", "given twice"}},
 		{[]string{"coded", "--devices", "7"}, []string{"--devices 7", "even", "replication"}},
 		{[]string{"coded", "--devices", "1"}, []string{"--devices 1", "2-256"}},
 		{[]string{"coded", "--classes", "3"}, []string{"--classes [3]", "two different classes"}},

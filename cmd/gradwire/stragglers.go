@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -13,6 +14,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/gradwire/gradwire/dist/straggler"
+	"github.com/gradwire/gradwire/internal/sweep"
 )
 
 func newStragglersCmd() *cobra.Command {
@@ -46,8 +48,8 @@ Delays: none; exp (--mean); shifted-exp (--shift, --mean); gauss (--mean,
 x_m, --shape a > 1).
 
 Writes to --out: table.md, stragglers.csv and stragglers.png/.svg (expected
-step time against K, simulated points with error bars and the closed forms as
-lines, one colour per delay).`,
+step time against K at the fewest backups in --backups, simulated points with
+error bars and the closed forms as lines, one colour per delay).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if trials < 2 {
@@ -65,6 +67,17 @@ lines, one colour per delay).`,
 			}
 			if slow != 0 && !(slow >= 1) {
 				return fmt.Errorf("--slow %v: expected a factor >= 1 (0 = off)", slow)
+			}
+			if len(names) == 0 || len(workers) == 0 || len(backups) == 0 {
+				return fmt.Errorf("--delays, --workers and --backups: expected at least one value each (got %d, %d and %d)", len(names), len(workers), len(backups))
+			}
+			for _, err := range []error{listOnce("--delays", names), listOnce("--workers", workers), listOnce("--backups", backups)} {
+				if err != nil {
+					return err
+				}
+			}
+			if slices.Min(backups) >= slices.Max(workers) {
+				return fmt.Errorf("--backups %v with --workers %v: no case to simulate, expected a number of backups below a number of workers", backups, workers)
 			}
 			var rows []stragglerRow
 			for _, name := range names {
@@ -108,7 +121,7 @@ lines, one colour per delay).`,
 						exact: straggler.SlowWorker(d, k, slow), how: "integral", slow: true})
 				}
 			}
-			res := stragglerResult{rows: rows, params: p, trials: trials, seed: seed}
+			res := stragglerResult{rows: rows, delays: names, params: p, trials: trials, seed: seed}
 			if err := res.write(out); err != nil {
 				return err
 			}
@@ -150,6 +163,7 @@ type stragglerRow struct {
 
 type stragglerResult struct {
 	rows   []stragglerRow
+	delays []string
 	params straggler.Params
 	trials int
 	seed   uint64
@@ -158,8 +172,25 @@ type stragglerResult struct {
 func (r *stragglerResult) table() string {
 	var b strings.Builder
 	p := r.params
-	fmt.Fprintf(&b, "# Step time of synchronous workers with random delays\n\nA worker's step takes C(1 + X); a step waits for the slowest worker, or the (K-b)-th with b backups. Extra time E[X_(K-b:K)] in units of C: simulated (%d steps a case, seed %d; mean ± standard error) against the closed form or the integral of the order statistic. Delays: exp mean %g; shifted-exp shift %g + exp mean %g; gauss mean %g sigma %g (clipped at -1); pareto x_m %g, a %g.\n\n",
-		r.trials, r.seed, p.Mean, p.Shift, p.Mean, p.Mean, p.Sigma, p.Scale, p.Shape)
+	var delays []string
+	for _, name := range r.delays {
+		switch name {
+		case "none":
+			delays = append(delays, "none (X = 0)")
+		case "exp":
+			delays = append(delays, fmt.Sprintf("exp mean %g", p.Mean))
+		case "shifted-exp":
+			delays = append(delays, fmt.Sprintf("shifted-exp shift %g + exp mean %g", p.Shift, p.Mean))
+		case "gauss":
+			delays = append(delays, fmt.Sprintf("gauss mean %g sigma %g (clipped at -1)", p.Mean, p.Sigma))
+		case "pareto":
+			delays = append(delays, fmt.Sprintf("pareto x_m %g, a %g", p.Scale, p.Shape))
+		default:
+			delays = append(delays, name)
+		}
+	}
+	fmt.Fprintf(&b, "# Step time of synchronous workers with random delays\n\nA worker's step takes C(1 + X); a step waits for the slowest worker, or the (K-b)-th with b backups. Extra time E[X_(K-b:K)] in units of C: simulated (%d steps a case, seed %d; mean ± standard error) against the closed form or the integral of the order statistic. Delays: %s.\n\n",
+		r.trials, r.seed, strings.Join(delays, "; "))
 	b.WriteString("| delay | K | b | simulated | closed form | how | relative difference | within 4 SE | sigma sqrt(2 ln K) |\n|---|--:|--:|--:|--:|---|--:|---|--:|\n")
 	for _, row := range r.rows {
 		rel := ""
@@ -189,14 +220,22 @@ func (r *stragglerResult) write(dir string) error {
 	return writeOutputs(dir, "stragglers", rows, r.table(), r.plot)
 }
 
-// plot draws the expected step time 1 + E[X_(K:K)] (no backups) against K.
+// plot draws the expected step time 1 + E[X_(K-b:K)] against K for the
+// fewest backups b run (the slow-worker rows, which have none, with b = 0).
 func (r *stragglerResult) plot(dir string) error {
+	fewest := math.MaxInt
+	for _, row := range r.rows {
+		if !row.slow {
+			fewest = min(fewest, row.backups)
+		}
+	}
 	pl := plot.New()
 	pl.Title.Text = "expected synchronous step time against workers (no backups)"
+	if fewest > 0 {
+		pl.Title.Text = fmt.Sprintf("expected synchronous step time against workers (%d backup%s)", fewest, map[bool]string{true: "", false: "s"}[fewest == 1])
+	}
 	pl.X.Label.Text = "workers K (log2 scale)"
 	pl.Y.Label.Text = "step time / compute time C"
-	pl.X.Scale = log2Scale{}
-	pl.X.Tick.Marker = log2Ticks{}
 	pl.Add(plotter.NewGrid())
 	pl.Legend.Top, pl.Legend.Left = true, true
 	colours := plotColours
@@ -204,7 +243,7 @@ func (r *stragglerResult) plot(dir string) error {
 	var order []string
 	series := map[string][]stragglerRow{}
 	for _, row := range r.rows {
-		if row.backups != 0 {
+		if row.backups != fewest && !(row.slow && fewest == 0) {
 			continue
 		}
 		if _, ok := series[row.delay]; !ok {
@@ -246,5 +285,7 @@ func (r *stragglerResult) plot(dir string) error {
 	}
 	// Room above the data for the legend.
 	pl.Y.Max += 0.35 * (pl.Y.Max - pl.Y.Min)
+	log2Axis(&pl.X)
+	pl.Y.Tick.Marker = sweep.NiceTicks{}
 	return savePlot(pl, dir, "stragglers")
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/gradwire/gradwire/dist"
 	"github.com/gradwire/gradwire/internal/atomicfile"
 	"github.com/gradwire/gradwire/internal/bench"
+	"github.com/gradwire/gradwire/internal/sweep"
 	"github.com/gradwire/gradwire/internal/train"
 	"github.com/gradwire/gradwire/internal/version"
 )
@@ -146,6 +147,9 @@ func parseSizes(s string) ([]int64, error) {
 		x, err := strconv.ParseFloat(num, 64)
 		if err != nil || !(x*mult >= 4) || x*mult > 1<<40 {
 			return nil, fmt.Errorf("size %q: expected a number of bytes >= 4 with an optional unit (B, KB, MB, GB, KiB, MiB, GiB)", field)
+		}
+		if i := slices.Index(out, int64(x*mult)); i >= 0 {
+			return nil, fmt.Errorf("size %q is %s again: expected each size once", field, humanBytes(out[i]))
 		}
 		out = append(out, int64(x*mult))
 	}
@@ -535,6 +539,12 @@ with the ideal N for reference).`,
 					return fmt.Errorf("--pipeline %d: expected 1 or 2", w)
 				}
 			}
+			for _, err := range []error{listOnce("--workers", workers), listOnce("--gbps", gbps), listOnce("--latency-us", latencies),
+				listOnce("--algorithms", algorithms), listOnce("--pipeline", widths)} {
+				if err != nil {
+					return err
+				}
+			}
 			if out == "" {
 				out = filepath.Join(runDir, "timemodel")
 			}
@@ -659,8 +669,6 @@ func (p *prediction) plot(dir string) error {
 	pl.Title.Text = fmt.Sprintf("%s (%s, %s): predicted speed-up, %s, latency %g us", p.sum.Model, p.sum.Compressor, p.run, a, l)
 	pl.X.Label.Text = "machines N (log2 scale)"
 	pl.Y.Label.Text = "speed-up over one machine"
-	pl.X.Scale = log2Scale{}
-	pl.X.Tick.Marker = log2Ticks{}
 	pl.Add(plotter.NewGrid())
 	pl.Legend.Top, pl.Legend.Left = true, true
 	colours := plotColours
@@ -696,11 +704,23 @@ func (p *prediction) plot(dir string) error {
 			pl.Legend.Add(fmt.Sprintf("%g Gbit/s, width %d", g, w), line, points)
 		}
 	}
+	log2Axis(&pl.X)
+	pl.Y.Tick.Marker = sweep.NiceTicks{}
 	return savePlot(pl, dir, "predict")
 }
 
-// log2Scale and log2Ticks draw an axis of powers of two.
+// log2Scale and log2Ticks draw an axis of powers of two; log2Axis sets both.
 type log2Scale struct{}
+
+// log2Axis makes a an axis of powers of two, called once the data are added:
+// one value alone gets an octave either side, where gonum/plot would widen
+// it to value ± 1, which reaches 0 from 1.
+func log2Axis(a *plot.Axis) {
+	a.Scale, a.Tick.Marker = log2Scale{}, log2Ticks{}
+	if a.Min == a.Max && a.Min > 0 {
+		a.Min, a.Max = a.Min/2, a.Max*2
+	}
+}
 
 func (log2Scale) Normalize(min, max, x float64) float64 {
 	return (math.Log2(x) - math.Log2(min)) / (math.Log2(max) - math.Log2(min))
@@ -709,6 +729,9 @@ func (log2Scale) Normalize(min, max, x float64) float64 {
 type log2Ticks struct{}
 
 func (log2Ticks) Ticks(min, max float64) []plot.Tick {
+	if !(min > 0) || !(max >= min) || math.IsInf(max, 1) {
+		return nil // no powers of two to mark (and doubling from 0 never ends)
+	}
 	var t []plot.Tick
 	for v := math.Exp2(math.Floor(math.Log2(min))); v <= max*1.0001; v *= 2 {
 		if v >= min/1.0001 {

@@ -37,6 +37,8 @@ func TestTimeModelFitErrors(t *testing.T) {
 		{[]string{"timemodel", "fit", "--local", "2", "--reps", "0"}, []string{"--reps 0", ">= 1"}},
 		{[]string{"timemodel", "fit", "--local", "2", "--algorithm", "mesh"}, []string{`--algorithm "mesh"`, "ring"}},
 		{[]string{"timemodel", "fit", "--local", "2", "--split", "16MB,64KB"}, []string{`--split "16MB,64KB"`, "increasing"}},
+		{[]string{"timemodel", "fit", "--local", "2", "--sizes", "1KB,4KB,1000B"}, []string{`size "1000B" is 1KB again`, "each size once"}},
+		{[]string{"timemodel", "fit", "--local", "2", "--split", "64KB,64KB"}, []string{`--split "64KB,64KB"`, "increasing"}},
 		{[]string{"timemodel", "fit"}, []string{"mpirun", "--local N"}},
 	})
 }
@@ -77,5 +79,12 @@ func TestTimeModelPredict(t *testing.T) {
 		{[]string{"timemodel", "predict", "--run", dir, "--gbps", "0"}, []string{"--gbps 0"}},
 		{[]string{"timemodel", "predict", "--run", dir, "--algorithms", "star"}, []string{`--algorithms "star"`}},
 		{[]string{"timemodel", "predict", "--run", dir, "--pipeline", "3"}, []string{"--pipeline 3"}},
+		{[]string{"timemodel", "predict", "--run", dir, "--workers", "4,8,4"}, []string{"--workers 4", "given twice"}},
+		{[]string{"timemodel", "predict", "--run", dir, "--gbps", "10,10"}, []string{"--gbps 10", "given twice"}},
 	})
+	// One cluster size: the log2 axis gets an octave either side (gonum/plot
+	// widened it to 0..2, and the ticks never ended).
+	if _, _, err := run(t, "timemodel", "predict", "--run", dir, "--workers", "1", "--out", t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
 }

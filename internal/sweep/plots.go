@@ -534,7 +534,7 @@ func newPlot() *plot.Plot {
 		a.Label.TextStyle.Font.Size = vg.Points(12)
 		a.Tick.Label.Font.Size = vg.Points(10)
 	}
-	p.X.Tick.Marker, p.Y.Tick.Marker = niceTicks{}, niceTicks{}
+	p.X.Tick.Marker, p.Y.Tick.Marker = NiceTicks{}, NiceTicks{}
 	p.Add(plotter.NewGrid())
 	return p
 }
@@ -585,18 +585,18 @@ func (integerTicks) Ticks(lo, hi float64) []plot.Tick {
 		ticks = append(ticks, plot.Tick{Value: v, Label: fmt.Sprint(v)})
 	}
 	if len(ticks) > 15 {
-		return niceTicks{}.Ticks(lo, hi)
+		return NiceTicks{}.Ticks(lo, hi)
 	}
 	return ticks
 }
 
-// niceTicks puts about six labelled ticks at multiples of 1, 2, 2.5 or 5 times
+// NiceTicks puts about six labelled ticks at multiples of 1, 2, 2.5 or 5 times
 // a power of ten, labelled with as few decimals as that step needs, and a minor
 // tick between them. (plot.DefaultTicks gives as few as three labels, and
 // labels like 250.00.)
-type niceTicks struct{}
+type NiceTicks struct{}
 
-func (niceTicks) Ticks(lo, hi float64) []plot.Tick {
+func (NiceTicks) Ticks(lo, hi float64) []plot.Tick {
 	if !(hi > lo) || math.IsInf(hi-lo, 0) {
 		return plot.DefaultTicks{}.Ticks(lo, hi)
 	}
