@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -93,6 +94,12 @@ jobs), and heap allocations per step.`,
 			}
 			if len(names) == 0 {
 				names = bench.Models
+			}
+			if err := listOnce("--model", names); err != nil {
+				return err
+			}
+			if opsPath != "" && !slices.Contains(models.OpsNames(), opsPath) {
+				return fmt.Errorf("--ops %q: expected one of %s", opsPath, strings.Join(models.OpsNames(), ", "))
 			}
 			if profile != "" {
 				stop, err := startCPUProfile(profile)

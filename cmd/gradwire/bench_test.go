@@ -68,7 +68,9 @@ func TestBenchErrors(t *testing.T) {
 	wantErrors(t, []errorCase{
 		{[]string{"bench", "--model", "vgg"}, []string{"--model vgg"}},
 		{[]string{"bench", "--model", "mlp", "--format", "xml"}, []string{`--format "xml"`}},
-		{[]string{"bench", "--model", "mlp", "--ops", "turbo"}, []string{"model.ops"}},
+		{[]string{"bench", "--model", "mlp", "--ops", "turbo"}, []string{`--ops "turbo"`, "fast, gorgonia"}},
+		{[]string{"bench", "--engine", "--model", "mlp", "--ops", "turbo"}, []string{`--ops "turbo"`, "fast, gorgonia"}},
+		{[]string{"bench", "--model", "mlp,lenet5,mlp"}, []string{"--model mlp", "given twice"}},
 		{[]string{"bench", "--model", "mlp", "--steps", "0"}, []string{"--steps 0", ">= 1"}},
 		{[]string{"bench", "--model", "mlp", "--trials", "0"}, []string{"--trials 0", ">= 1"}},
 		{[]string{"bench", "--model", "mlp", "--warmup", "-1"}, []string{"--warmup -1", ">= 0"}},

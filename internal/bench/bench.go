@@ -11,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gradwire/gradwire/internal/version"
 	"github.com/gradwire/gradwire/models"
 	"github.com/gradwire/gradwire/optim"
 )
@@ -48,6 +49,15 @@ func NewCase(model string, batch int, cfg models.Config) (Case, error) {
 		return Case{}, fmt.Errorf("bench: batch %d, expected >= 1", batch)
 	}
 	cfg.Name = model
+	// A batch beyond the machine's memory would end the process in the
+	// allocator ("fatal error: runtime: out of memory") instead of failing.
+	if est, err := models.EstimateMemory(cfg, in, batch, 1); err == nil {
+		need := est.ReplicaBytes + est.TrainBytes
+		if avail, source, ok := version.AvailableMemory(); ok && need > avail {
+			return Case{}, fmt.Errorf("bench: %s at batch %d needs about %.1f GiB, more than the %.1f GiB available (%s): expected a smaller batch",
+				model, batch, float64(need)/(1<<30), float64(avail)/(1<<30), source)
+		}
+	}
 	return Case{Model: model, Config: cfg, Input: in, Batch: batch}, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gradwire/gradwire/internal/version"
 	"github.com/gradwire/gradwire/models"
 )
 
@@ -49,6 +50,13 @@ func TestCaseErrors(t *testing.T) {
 	}
 	if _, err := NewCase("mlp", 0, models.Config{}); err == nil {
 		t.Error("batch 0 accepted")
+	}
+	// A batch far beyond any machine's memory is refused before anything
+	// is allocated (it ended the process with "runtime: out of memory").
+	if _, _, ok := version.AvailableMemory(); ok {
+		if _, err := NewCase("mlp", 1<<34, models.Config{}); err == nil || !strings.Contains(err.Error(), "GiB available") {
+			t.Errorf("batch 2^34: %v", err)
+		}
 	}
 	c, _ := NewCase("mlp", 2, models.Config{Ops: "turbo"})
 	if _, err := Measure(c, 1, 0, 1); err == nil || !strings.Contains(err.Error(), "model.ops") {
