@@ -26,8 +26,20 @@ func runDirArgs(command string, single bool) cobra.PositionalArgs {
 }
 
 // checkRunDirs refuses, before any work starts, an argument that is not a run
-// directory (a folder holding the config.yaml that gradwire train writes).
+// directory (a folder holding the config.yaml that gradwire train writes), and
+// one named twice.
 func checkRunDirs(command string, dirs []string) error {
+	seen := map[string]string{}
+	for _, d := range dirs {
+		abs, err := filepath.Abs(d)
+		if err != nil {
+			return fmt.Errorf("%s: %s: %w", command, d, err)
+		}
+		if first, ok := seen[abs]; ok {
+			return fmt.Errorf("%s: %s names the run %s again: expected each run once", command, d, first)
+		}
+		seen[abs] = d
+	}
 	for _, d := range dirs {
 		st, err := os.Stat(d)
 		if err != nil || !st.IsDir() {

@@ -98,6 +98,12 @@ to at least the epochs. --plot-only draws that plot from an earlier result
 			if o.K < 1 {
 				return fmt.Errorf("--proponents %d: expected >= 1", o.K)
 			}
+			if err := listOnce("--top", o.Top); err != nil {
+				return err
+			}
+			if err := listOnce("--test", o.Test); err != nil {
+				return err
+			}
 			if err := checkRunDirs("influence", args); err != nil {
 				return err
 			}

@@ -67,17 +67,30 @@ and per varied hyper-parameter.`,
 			if o.AscentSteps < 1 {
 				return fmt.Errorf("--ascent-steps %d: expected >= 1", o.AscentSteps)
 			}
+			for _, f := range []struct {
+				name string
+				val  int
+			}{{"--examples", o.Examples}, {"--batch", o.Batch}, {"--iterations", o.Iterations}} {
+				if f.val < 1 {
+					return fmt.Errorf("%s %d: expected >= 1", f.name, f.val)
+				}
+			}
+			if o.Examples < o.Batch {
+				return fmt.Errorf("--examples %d is fewer than one --batch of %d: expected at least one whole batch", o.Examples, o.Batch)
+			}
 			if err := checkRunDirs("measure", args); err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintln(out, "| run | epoch | examples | train loss | train accuracy (%) | test accuracy (%) | param norm | distance to init (Frobenius) | Fisher-Rao | 1/alpha^2 | 1/alpha'^2 | top Hessian eigenvalue | products |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 			var notes []string             // in order of first appearance
 			noted := map[string][]string{} // note -> the runs it concerns
-			for _, dir := range args {
+			for i, dir := range args {
 				m, err := train.Measure(dir, o)
 				if err != nil {
 					return err
+				}
+				if i == 0 { // the header once a row follows, not above an error
+					fmt.Fprintln(out, "| run | epoch | examples | train loss | train accuracy (%) | test accuracy (%) | param norm | distance to init (Frobenius) | Fisher-Rao | 1/alpha^2 | 1/alpha'^2 | top Hessian eigenvalue | products |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 				}
 				conv := ""
 				if !m.HessianConverged {

@@ -116,7 +116,7 @@ func Measure(runDir string, o MeasureOptions) (*Measures, error) {
 	}
 	n := min(o.Examples, train.Len()) / o.Batch * o.Batch
 	if n == 0 {
-		return nil, fmt.Errorf("measure: %d training examples, fewer than one batch of %d", train.Len(), o.Batch)
+		return nil, fmt.Errorf("measure: %d examples (the training split has %d), fewer than one batch of %d", min(o.Examples, train.Len()), train.Len(), o.Batch)
 	}
 	in := models.Input{Shape: train.XShape(), Classes: train.Classes(), YLen: train.YLen()}
 	mc := cfg.Model

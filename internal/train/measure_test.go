@@ -97,6 +97,11 @@ func TestMeasure(t *testing.T) {
 	if _, err := Measure(t.TempDir(), MeasureOptions{Examples: 1, Batch: 1, Iterations: 1}); err == nil {
 		t.Error("a directory without a run gave no error")
 	}
+	// The fake training split has 256 examples.
+	if _, err := Measure(dir, MeasureOptions{Examples: 4096, Batch: 512, Iterations: 1}); err == nil ||
+		!strings.Contains(err.Error(), "256 examples (the training split has 256), fewer than one batch of 512") {
+		t.Errorf("a batch beyond the training split: %v", err)
+	}
 }
 
 // TestSpectralNorm: diag(3, 4) has spectral norm 4; the rank-one u v^T has
