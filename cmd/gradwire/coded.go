@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -176,11 +177,11 @@ func (o *codedOptions) validate() error {
 	if o.steps < 1 {
 		return fmt.Errorf("--steps %d: expected at least 1", o.steps)
 	}
-	if !(o.lr > 0) {
-		return fmt.Errorf("--lr %v: expected a learning rate > 0", o.lr)
+	if !(o.lr > 0) || math.IsInf(o.lr, 1) {
+		return fmt.Errorf("--lr %v: expected a finite learning rate > 0", o.lr)
 	}
-	if !(o.lambda >= 0) {
-		return fmt.Errorf("--lambda %v: expected lambda >= 0", o.lambda)
+	if !(o.lambda >= 0) || math.IsInf(o.lambda, 1) {
+		return fmt.Errorf("--lambda %v: expected a finite lambda >= 0", o.lambda)
 	}
 	return nil
 }

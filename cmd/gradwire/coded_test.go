@@ -72,6 +72,8 @@ func TestCodedErrors(t *testing.T) {
 		{[]string{"coded", "--steps", "0"}, []string{"--steps 0"}},
 		{[]string{"coded", "--lr", "0"}, []string{"--lr 0", "> 0"}},
 		{[]string{"coded", "--lambda", "-1"}, []string{"--lambda -1"}},
+		{[]string{"coded", "--lr", "inf"}, []string{"--lr +Inf", "finite"}},
+		{[]string{"coded", "--lambda", "inf"}, []string{"--lambda +Inf", "finite"}},
 		{[]string{"coded", "--data-dir", filepath.Join(root, "missing")}, []string{"--data-dir", "missing", "no such folder"}},
 	})
 	// Odd device counts are fine without replication.

@@ -3,12 +3,14 @@ package main
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gradwire/gradwire/dist"
 	"github.com/gradwire/gradwire/internal/layerpar"
+	"github.com/gradwire/gradwire/internal/version"
 	"github.com/gradwire/gradwire/models"
 )
 
@@ -42,8 +44,31 @@ serial epoch, and the speed-up of a schedule of --rounds parallel rounds and
 the links between neighbouring stages to work at once.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !(perExample > 0) {
-				return fmt.Errorf("--serial-seconds-per-example: %v: must be > 0 (1 / a serial run's samples_per_second)", perExample)
+			if !(perExample > 0) || math.IsInf(perExample, 1) {
+				return fmt.Errorf("--serial-seconds-per-example: %v: must be a finite number > 0 (1 / a serial run's samples_per_second)", perExample)
+			}
+			if len(shape) != 3 || slices.Min(shape) < 1 {
+				return fmt.Errorf("--input: %v: must be one example's shape C,H,W, each at least 1", shape)
+			}
+			if classes < 2 {
+				return fmt.Errorf("--classes: %d: must be at least 2", classes)
+			}
+			if !(latency >= 0) || math.IsInf(latency, 1) {
+				return fmt.Errorf("--latency-us: %v: must be a finite latency >= 0", latency)
+			}
+			if rounds < 1 {
+				return fmt.Errorf("--rounds: %d: must be at least 1", rounds)
+			}
+			if serial < 0 {
+				return fmt.Errorf("--serial-epochs: %d: must be at least 0", serial)
+			}
+			if cycles < 1 || cycles > rounds {
+				return fmt.Errorf("--cycles: %d: must be in [1, --rounds %d] (each cycle takes at least one parallel round)", cycles, rounds)
+			}
+			for _, err := range []error{listOnce("--stages", stages), listOnce("--gbps", gbps)} {
+				if err != nil {
+					return err
+				}
 			}
 			if examples < 1 {
 				return fmt.Errorf("--examples: %d: must be at least 1", examples)
@@ -57,6 +82,15 @@ the links between neighbouring stages to work at once.`,
 				}
 			}
 			in := models.Input{Shape: shape, Classes: classes, YLen: 1}
+			// The stages are built at batch 1 to count their FLOPs and
+			// parameters: an input beyond the machine's memory would end
+			// the process in the allocator.
+			if est, err := models.EstimateMemory(models.Config{Name: model}, in, 1, 1); err == nil {
+				if avail, source, ok := version.AvailableMemory(); ok && est.ReplicaBytes+est.TrainBytes > avail {
+					return fmt.Errorf("--input: %v: %s on one such example needs about %.1f GiB, more than the %.1f GiB available (%s)",
+						shape, model, float64(est.ReplicaBytes+est.TrainBytes)/(1<<30), float64(avail)/(1<<30), source)
+				}
+			}
 			blocks, err := models.ResNetBlocks(model, in)
 			if err != nil {
 				return fmt.Errorf("--model: %w", err)

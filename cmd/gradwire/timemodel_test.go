@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gradwire/gradwire/internal/version"
 )
 
 func TestTimeModelFitLocal(t *testing.T) {
@@ -87,4 +89,45 @@ func TestTimeModelPredict(t *testing.T) {
 	if _, _, err := run(t, "timemodel", "predict", "--run", dir, "--workers", "1", "--out", t.TempDir()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestTimeModelLayerPar: ResNet-20's nine basic blocks split 4+5 at K = 2 and
+// 3+3+3 at K = 3; flags out of range are refused before any stage is built.
+func TestTimeModelLayerPar(t *testing.T) {
+	out, _, err := run(t, "timemodel", "layerpar", "--serial-seconds-per-example", "0.001", "--stages", "2,3", "--gbps", "10")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| 2 | 4+5 |", "| 3 | 3+3+3 |"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	base := []string{"timemodel", "layerpar", "--serial-seconds-per-example", "0.001"}
+	cases := []errorCase{
+		{[]string{"timemodel", "layerpar"}, []string{"--serial-seconds-per-example: 0"}},
+		{append(base[:2:2], "--serial-seconds-per-example", "inf"), []string{"--serial-seconds-per-example: +Inf", "finite"}},
+	}
+	for _, c := range []struct{ flag, value, want string }{
+		{"--classes", "0", "--classes: 0: must be at least 2"},
+		{"--input", "0,28,28", "--input: [0 28 28]"},
+		{"--input", "1,28", "--input: [1 28]"},
+		{"--input", "1,100000,100000", "GiB available"},
+		{"--latency-us", "-1", "--latency-us: -1"},
+		{"--latency-us", "inf", "--latency-us: +Inf"},
+		{"--rounds", "0", "--rounds: 0"},
+		{"--serial-epochs", "-1", "--serial-epochs: -1"},
+		{"--cycles", "0", "--cycles: 0: must be in [1, --rounds 6]"},
+		{"--cycles", "7", "--cycles: 7"},
+		{"--stages", "2,3,2", "--stages 2: given twice"},
+		{"--gbps", "1,1", "--gbps 1: given twice"},
+	} {
+		if c.want == "GiB available" {
+			if _, _, ok := version.AvailableMemory(); !ok {
+				continue
+			}
+		}
+		cases = append(cases, errorCase{append(append([]string{}, base...), c.flag, c.value), []string{c.want}})
+	}
+	wantErrors(t, cases)
 }
