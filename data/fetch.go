@@ -14,6 +14,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -145,6 +146,11 @@ func Fetch(ctx context.Context, name, dir string, opts FetchOptions) error {
 	}
 	base := src.base
 	if opts.BaseURL != "" {
+		// Checked here, or "notaurl" would be reported as a server that is
+		// unreachable, with the offline advice.
+		if u, err := url.Parse(opts.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("fetch %s: base URL %q: expected an http:// or https:// URL of the folder that holds the files", name, opts.BaseURL)
+		}
 		base = strings.TrimSuffix(opts.BaseURL, "/") + "/"
 	}
 	f := fetcher{ctx: ctx, client: opts.Client, progress: opts.Progress, dest: filepath.Join(dir, name)}

@@ -544,3 +544,18 @@ func TestCatalogueMatchesRealData(t *testing.T) {
 	}
 	t.Logf("%d files checked", checked)
 }
+
+// TestFetchBaseURLNotHTTP: a mirror that is no http(s) URL is refused before
+// any folder is made (it was reported as an unreachable server).
+func TestFetchBaseURLNotHTTP(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "new")
+	for _, base := range []string{"notaurl", "ftp://mirror/", "http://", "/srv/mirror"} {
+		err := Fetch(t.Context(), "fashion-mnist", dir, FetchOptions{BaseURL: base})
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("base URL %q: expected an http:// or https:// URL", base)) {
+			t.Errorf("%s: %v", base, err)
+		}
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: the target folder was made: %v", base, err)
+		}
+	}
+}
