@@ -323,6 +323,9 @@ func collect(dir string, rec *Record, warn io.Writer) ([]group, []string, []fail
 		fmt.Fprintf(warn, "report: %s seed %d failed, left out: %s\n", f.variation, f.seed, f.reason)
 	}
 	if total == 0 {
+		if _, err := os.Stat(filepath.Join(dir, "config.yaml")); err == nil {
+			return nil, nil, nil, fmt.Errorf("report: %s is one run's directory (it holds config.yaml): expected a sweep's results folder, the one that holds runs/<variation>/seed-<k>", dir)
+		}
 		return nil, nil, nil, fmt.Errorf("report: %s holds no finished run (expected runs/<variation>/seed-<k>/summary.json); run gradwire sweep first", dir)
 	}
 	return groups, missing, failed, nil

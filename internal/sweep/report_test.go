@@ -295,6 +295,13 @@ func TestReportErrors(t *testing.T) {
 	if _, err := Report(empty, nil); err == nil || !strings.Contains(err.Error(), "no finished run") || !strings.Contains(err.Error(), empty) {
 		t.Errorf("empty folder: %v", err)
 	}
+	run := t.TempDir()
+	if err := os.WriteFile(filepath.Join(run, "config.yaml"), []byte("model:\n  name: mlp\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Report(run, nil); err == nil || !strings.Contains(err.Error(), run+" is one run's directory") {
+		t.Errorf("a run's directory: %v", err)
+	}
 	missing := filepath.Join(empty, "nope")
 	if _, err := Report(missing, nil); err == nil || !strings.Contains(err.Error(), missing) || !strings.Contains(err.Error(), "not a folder") {
 		t.Errorf("missing folder: %v", err)
