@@ -243,7 +243,7 @@ func (r *stragglerResult) plot(dir string) error {
 	var order []string
 	series := map[string][]stragglerRow{}
 	for _, row := range r.rows {
-		if row.backups != fewest && !(row.slow && fewest == 0) {
+		if row.backups != fewest { // slow-worker rows have b = 0
 			continue
 		}
 		if _, ok := series[row.delay]; !ok {
