@@ -175,7 +175,7 @@ func resolve(path string, spec Spec) (*Sweep, error) {
 		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{path}, args...)...))
 	}
 	if !safeName.MatchString(s.Name) {
-		fail("name: %q: expected letters, digits, '.', '_' or '-' (it names the results folder)", s.Name)
+		fail("name: %q: expected a letter or digit, then letters, digits, '.', '_' or '-' (it names the results folder)", s.Name)
 	}
 	if spec.Base == "" {
 		fail("base: missing: name the run config the variations modify, relative to this file's folder, e.g. base: ../configs/lenet5-fashion.yaml")
@@ -219,7 +219,7 @@ func resolve(path string, spec Spec) (*Sweep, error) {
 		case v.Name == "":
 			fail("variations[%d]: name: missing", i)
 		case !safeName.MatchString(v.Name):
-			fail("variation %q: name: expected letters, digits, '.', '_' or '-' (it names the run folder)", v.Name)
+			fail("variation %q: name: expected a letter or digit, then letters, digits, '.', '_' or '-' (it names the run folder)", v.Name)
 		case seen[v.Name]:
 			fail("variation %q: name: appears more than once; variation names must be unique", v.Name)
 		}
