@@ -31,6 +31,10 @@ type errorCase struct {
 
 func wantErrors(t *testing.T, cases []errorCase) {
 	t.Helper()
+	// A case that wrongly succeeds writes its default output (experiments/
+	// results/..., runs/...) under a temporary folder, not into the source
+	// tree; the cases' relative paths are ones that must not be found.
+	t.Chdir(t.TempDir())
 	for _, tc := range cases {
 		_, _, err := run(t, tc.args...)
 		if err == nil {
