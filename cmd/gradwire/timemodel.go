@@ -307,7 +307,9 @@ func (r *fitResult) table() string {
 	}
 	fmt.Fprintf(&b, "\n| fit | points | a (us) | 1/b (GB/s) | alpha (us), %s on %d | 1/beta (GB/s) | RMS relative error | largest relative error |\n|---|--:|--:|--:|--:|--:|--:|--:|\n", r.algorithm, r.members)
 	for k, f := range r.fits {
-		if !r.have[k] {
+		// Without --split the one regime is the whole range: its fit is the
+		// first row's.
+		if !r.have[k] || k == 1 && len(r.fits) == 2 {
 			continue
 		}
 		inv := func(x float64) string {

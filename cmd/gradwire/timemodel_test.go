@@ -32,6 +32,18 @@ func TestTimeModelFitLocal(t *testing.T) {
 	}
 }
 
+// TestTimeModelFitOneRegime: without --split the fit table lists the one fit
+// once (the regime over the whole range repeated it).
+func TestTimeModelFitOneRegime(t *testing.T) {
+	out, _, err := run(t, "timemodel", "fit", "--local", "2", "--sizes", "4KB,64KB,1MB", "--reps", "2", "--split", "", "--out", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(out, "| all sizes | 3 |"); n != 1 {
+		t.Errorf("the whole-range fit is listed %d times, want once:\n%s", n, out)
+	}
+}
+
 func TestTimeModelFitErrors(t *testing.T) {
 	wantErrors(t, []errorCase{
 		{[]string{"timemodel", "fit", "--local", "2", "--sizes", "1KB,huge"}, []string{`--sizes "1KB,huge"`, `size "huge"`}},
