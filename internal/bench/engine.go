@@ -12,6 +12,7 @@ import (
 	"github.com/gradwire/gradwire/compress"
 	"github.com/gradwire/gradwire/configs"
 	"github.com/gradwire/gradwire/dist"
+	"github.com/gradwire/gradwire/internal/train"
 	"github.com/gradwire/gradwire/internal/version"
 	"github.com/gradwire/gradwire/models"
 	"github.com/gradwire/gradwire/optim"
@@ -158,6 +159,28 @@ type engineRun struct {
 	members   []dist.Collective
 }
 
+// checkEngineMemory refuses scenarios that together need more memory than is
+// available: they are all built before the first step (their trials are
+// interleaved), and a build beyond the machine's memory ends the process in
+// the allocator ("fatal error: runtime: out of memory").
+func checkEngineMemory(c EngineCase) error {
+	var total float64
+	var parts []string
+	for _, s := range c.Scenarios {
+		need, avail, source, ok, err := train.RunMemory(engineConfig(c.Case, s), c.Input, 1, s.Replicas, s.Workers)
+		if err != nil || !ok {
+			return err // an error here is the config's, which the build reports too
+		}
+		total += need
+		parts = append(parts, fmt.Sprintf("%v %.1f GiB", s, need/(1<<30)))
+		if total > float64(avail) {
+			return fmt.Errorf("bench: %s at global batch %d: the scenarios need about %.1f GiB together (%s, so far), more than the %.1f GiB available (%s): expected fewer scenarios, fewer workers or a smaller batch",
+				c.Model, c.Batch, total/(1<<30), strings.Join(parts, ", "), float64(avail)/(1<<30), source)
+		}
+	}
+	return nil
+}
+
 func newEngineRun(c Case, s Scenario) (*engineRun, error) {
 	return buildEngineRun(c, engineConfig(c, s), engineHooks{noFuse: s.Unfused})
 }
@@ -287,6 +310,9 @@ func MeasureEngine(ctx context.Context, c EngineCase, steps, warmup, trials int)
 	}
 	if len(c.Scenarios) == 0 {
 		return EngineResult{}, fmt.Errorf("bench: no scenario")
+	}
+	if err := checkEngineMemory(c); err != nil {
+		return EngineResult{}, err
 	}
 	runs := make([]*engineRun, len(c.Scenarios))
 	defer func() {

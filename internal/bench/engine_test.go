@@ -377,3 +377,25 @@ func TestScenarioPasses(t *testing.T) {
 		r.close()
 	}
 }
+
+// TestEngineMemoryCheck: scenarios that together need more than the memory
+// available are refused before any is built, with each one's share (they are
+// all built before the first step; 64 workers of the MLP with DGC hold about
+// 64 x 2.1 MB x 5 in gradients, exchange buffers and DGC state).
+func TestEngineMemoryCheck(t *testing.T) {
+	t.Setenv("GRADWIRE_MEMORY_LIMIT", "64MiB")
+	c, err := NewCase("mlp", 64, models.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := []Scenario{{1, 1, "none", false}, {64, 2, "dgc", false}}
+	_, err = MeasureEngine(context.Background(), EngineCase{Case: c, Scenarios: sc}, 1, 0, 1)
+	for _, want := range []string{"mlp at global batch 64", "(1/1/none 0.0 GiB, 64/2/dgc ", "more than the 0.1 GiB available (GRADWIRE_MEMORY_LIMIT)"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v, want one naming %q", err, want)
+		}
+	}
+	if _, err := MeasureEngine(context.Background(), EngineCase{Case: c, Scenarios: sc[:1]}, 1, 0, 1); err != nil {
+		t.Errorf("one worker under the limit: %v", err)
+	}
+}

@@ -52,6 +52,28 @@ func checkRunMemory(cfg configs.Config, in models.Input, evalBatch, replicas, lo
 	return memoryPlan{need: need, available: available, ok: true}, nil
 }
 
+// RunMemory is checkRunMemory's estimate for callers that build replicas and
+// workers of cfg themselves (gradwire bench --engine, which holds several such
+// builds at once): the bytes they need, the bytes available (the
+// GRADWIRE_MEMORY_LIMIT override, else what the system reports) and its
+// source; ok is false where the memory available is unknown.
+func RunMemory(cfg configs.Config, in models.Input, evalBatch, replicas, localWorkers int) (need float64, available uint64, source string, ok bool, err error) {
+	available, source, ok, err = availableMemory()
+	if err != nil {
+		return 0, 0, "", false, err
+	}
+	est, err := models.EstimateMemory(cfg.Model, in, cfg.WorkerBatch(), evalBatch)
+	if err != nil {
+		return 0, 0, "", false, err
+	}
+	optimBytes, err := optimStateBytesPerParam(cfg.Optim)
+	if err != nil {
+		return 0, 0, "", false, err
+	}
+	need, _ = checkMemory(est, replicas, localWorkers, optimBytes, workerExtraBytesPerParam(cfg.Compress), math.MaxUint64)
+	return need, available, source, ok, nil
+}
+
 // memoryPlan is what checkRunMemory found: the run's estimated need and the
 // memory available to it; ok is false where the memory available is unknown.
 type memoryPlan struct {
