@@ -11,7 +11,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/gradwire/gradwire/internal/version"
+	"github.com/gradwire/gradwire/internal/train"
 	"github.com/gradwire/gradwire/models"
 	"github.com/gradwire/gradwire/optim"
 )
@@ -53,7 +53,11 @@ func NewCase(model string, batch int, cfg models.Config) (Case, error) {
 	// allocator ("fatal error: runtime: out of memory") instead of failing.
 	if est, err := models.EstimateMemory(cfg, in, batch, 1); err == nil {
 		need := est.ReplicaBytes + est.TrainBytes
-		if avail, source, ok := version.AvailableMemory(); ok && need > avail {
+		avail, source, ok, err := train.AvailableMemory()
+		if err != nil {
+			return Case{}, err
+		}
+		if ok && need > avail {
 			return Case{}, fmt.Errorf("bench: %s at batch %d needs about %.1f GiB, more than the %.1f GiB available (%s): expected a smaller batch",
 				model, batch, float64(need)/(1<<30), float64(avail)/(1<<30), source)
 		}

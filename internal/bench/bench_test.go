@@ -2,6 +2,7 @@ package bench
 
 import (
 	"math"
+	"os"
 	"strings"
 	"testing"
 
@@ -58,6 +59,16 @@ func TestCaseErrors(t *testing.T) {
 			t.Errorf("batch 2^30: %v", err)
 		}
 	}
+	// The limit a run honours applies here too.
+	t.Setenv("GRADWIRE_MEMORY_LIMIT", "1MiB")
+	if _, err := NewCase("mlp", 64, models.Config{}); err == nil || !strings.Contains(err.Error(), "(GRADWIRE_MEMORY_LIMIT)") {
+		t.Errorf("mlp under a 1 MiB limit: %v", err)
+	}
+	t.Setenv("GRADWIRE_MEMORY_LIMIT", "")
+	if _, err := NewCase("mlp", 64, models.Config{}); err == nil || !strings.Contains(err.Error(), "GRADWIRE_MEMORY_LIMIT") {
+		t.Errorf("a malformed limit: %v", err)
+	}
+	os.Unsetenv("GRADWIRE_MEMORY_LIMIT")
 	c, _ := NewCase("mlp", 2, models.Config{Ops: "turbo"})
 	if _, err := Measure(c, 1, 0, 1); err == nil || !strings.Contains(err.Error(), "model.ops") {
 		t.Errorf("bad ops: %v", err)

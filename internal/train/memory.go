@@ -52,6 +52,11 @@ func checkRunMemory(cfg configs.Config, in models.Input, evalBatch, replicas, lo
 	return memoryPlan{need: need, available: available, ok: true}, nil
 }
 
+// AvailableMemory is the memory a run may use: the GRADWIRE_MEMORY_LIMIT
+// override, else what the system reports, with its source; ok is false where
+// neither is known.
+func AvailableMemory() (bytes uint64, source string, ok bool, err error) { return availableMemory() }
+
 // RunMemory is checkRunMemory's estimate for callers that build replicas and
 // workers of cfg themselves (gradwire bench --engine, which holds several such
 // builds at once): the bytes they need, the bytes available (the
