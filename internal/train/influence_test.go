@@ -208,6 +208,13 @@ func TestInfluenceProponents(t *testing.T) {
 	if _, err := Influence(dir, InfluenceOptions{Examples: 12, Test: []int{64}, K: 3}); err == nil || !strings.Contains(err.Error(), "test example 64") {
 		t.Errorf("a test index past the split: %v", err)
 	}
+	// Test gradients and scores beyond the memory available are refused
+	// before any gradient is taken.
+	t.Setenv(memoryLimitEnv, "1KiB")
+	if _, err := Influence(dir, InfluenceOptions{Examples: 12, Test: []int{0, 1}, K: 3}); err == nil ||
+		!strings.Contains(err.Error(), "influence: 2 test examples need about") || !strings.Contains(err.Error(), "("+memoryLimitEnv+")") {
+		t.Errorf("test gradients over the memory limit: %v", err)
+	}
 }
 
 // TestRandomProjectionUnbiased: over 4000 independent projections G (n = 50

@@ -85,8 +85,23 @@ func newTracer(o InfluenceOptions, width, n int) *tracer {
 	return t
 }
 
-// prepare refuses a projection matrix too large to hold, then draws it.
+// prepare refuses a projection matrix, or test gradients and scores, too
+// large to hold, then draws the projection.
 func (t *tracer) prepare() error {
+	// Each test example keeps its gradient (or its projection) and a score
+	// per training example; thousands of test examples of a large model would
+	// otherwise end the process in the allocator.
+	dim := t.width
+	if t.opts.Project > 0 {
+		dim = t.opts.Project
+	}
+	need := float64(len(t.test)) * (4*float64(dim) + 8*float64(len(t.scores[0])))
+	if avail, source, ok, err := availableMemory(); err != nil {
+		return err
+	} else if ok && need > float64(avail) {
+		return fmt.Errorf("influence: %d test examples need about %.1f GiB for their gradients (%d values each) and scores (%d each), more than the %.1f GiB available (%s): expected fewer --test examples, --project, or the last layer",
+			len(t.test), need/(1<<30), dim, len(t.scores[0]), float64(avail)/(1<<30), source)
+	}
 	if t.opts.Project == 0 {
 		return nil
 	}
