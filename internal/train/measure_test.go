@@ -97,6 +97,12 @@ func TestMeasure(t *testing.T) {
 	if _, err := Measure(t.TempDir(), MeasureOptions{Examples: 1, Batch: 1, Iterations: 1}); err == nil {
 		t.Error("a directory without a run gave no error")
 	}
+	t.Setenv(memoryLimitEnv, "1KiB")
+	if _, err := Measure(dir, MeasureOptions{Examples: 128, Batch: 32, Iterations: 1}); err == nil ||
+		!strings.Contains(err.Error(), "measure: mlp at batch 32 needs about") || !strings.Contains(err.Error(), "("+memoryLimitEnv+")") {
+		t.Errorf("a batch over the memory limit: %v", err)
+	}
+	os.Unsetenv(memoryLimitEnv)
 	// The fake training split has 256 examples.
 	if _, err := Measure(dir, MeasureOptions{Examples: 4096, Batch: 512, Iterations: 1}); err == nil ||
 		!strings.Contains(err.Error(), "256 examples (the training split has 256), fewer than one batch of 512") {
