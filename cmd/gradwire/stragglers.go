@@ -56,8 +56,9 @@ error bars and the closed forms as lines, one colour per delay).`,
 				return fmt.Errorf("--trials %d: expected >= 2", trials)
 			}
 			for _, k := range workers {
-				if k < 1 {
-					return fmt.Errorf("--workers %d: expected >= 1", k)
+				// Each simulated step draws K delays into one slice.
+				if k < 1 || k > maxStragglerWorkers {
+					return fmt.Errorf("--workers %d: expected 1 to %d", k, maxStragglerWorkers)
 				}
 			}
 			for _, b := range backups {
@@ -131,7 +132,7 @@ error bars and the closed forms as lines, one colour per delay).`,
 	}
 	f := cmd.Flags()
 	f.StringSliceVar(&names, "delays", []string{"exp", "shifted-exp", "gauss", "pareto"}, "delay distributions ("+strings.Join(straggler.Names(), ", ")+")")
-	f.IntSliceVar(&workers, "workers", []int{2, 4, 8, 16, 32, 64}, "numbers of workers K")
+	f.IntSliceVar(&workers, "workers", []int{2, 4, 8, 16, 32, 64}, "numbers of workers K (1 to 1048576)")
 	f.IntSliceVar(&backups, "backups", []int{0, 1, 2}, "numbers of backup workers b (cases with b >= K are skipped)")
 	f.IntVar(&trials, "trials", 20000, "simulated steps per case")
 	f.Uint64Var(&seed, "seed", 1, "seed of the simulation's streams")
@@ -144,6 +145,10 @@ error bars and the closed forms as lines, one colour per delay).`,
 	f.StringVar(&out, "out", "experiments/results/stragglers", "output directory")
 	return cmd
 }
+
+// maxStragglerWorkers bounds --workers: 2^20 workers make a step of 8 MiB of
+// draws (a trillion would not fit in memory).
+const maxStragglerWorkers = 1 << 20
 
 func shiftOf(name string, p straggler.Params) float64 {
 	if name == "shifted-exp" {
