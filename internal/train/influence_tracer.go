@@ -88,6 +88,10 @@ func newTracer(o InfluenceOptions, width, n int) *tracer {
 // prepare refuses a projection matrix, or test gradients and scores, too
 // large to hold, then draws the projection.
 func (t *tracer) prepare() error {
+	if t.opts.Project > 0 && int64(t.width)*int64(t.opts.Project) > maxProjection {
+		return fmt.Errorf("influence: projection to %d dimensions of %d gradient values needs a %d x %d matrix, over the %d values allowed: expected at most %d dimensions (or the last layer)",
+			t.opts.Project, t.width, t.width, t.opts.Project, maxProjection, maxProjection/t.width)
+	}
 	// Each test example keeps its gradient (or its projection) and a score
 	// per training example; thousands of test examples of a large model would
 	// otherwise end the process in the allocator.
@@ -104,10 +108,6 @@ func (t *tracer) prepare() error {
 	}
 	if t.opts.Project == 0 {
 		return nil
-	}
-	if int64(t.width)*int64(t.opts.Project) > maxProjection {
-		return fmt.Errorf("influence: projection to %d dimensions of %d gradient values needs a %d x %d matrix, over the %d values allowed: expected at most %d dimensions (or the last layer)",
-			t.opts.Project, t.width, t.width, t.opts.Project, maxProjection, maxProjection/t.width)
 	}
 	t.proj = newRandomProjection(t.width, t.opts.Project, t.opts.ProjectSeed)
 	t.buf = make([]float32, projectBatch*t.width)
