@@ -10,7 +10,7 @@ import (
 
 	"github.com/gradwire/gradwire/dist"
 	"github.com/gradwire/gradwire/internal/layerpar"
-	"github.com/gradwire/gradwire/internal/version"
+	"github.com/gradwire/gradwire/internal/train"
 	"github.com/gradwire/gradwire/models"
 )
 
@@ -86,7 +86,11 @@ the links between neighbouring stages to work at once.`,
 			// parameters: an input beyond the machine's memory would end
 			// the process in the allocator.
 			if est, err := models.EstimateMemory(models.Config{Name: model}, in, 1, 1); err == nil {
-				if avail, source, ok := version.AvailableMemory(); ok && est.ReplicaBytes+est.TrainBytes > avail {
+				avail, source, ok, err := train.AvailableMemory()
+				if err != nil {
+					return err
+				}
+				if ok && est.ReplicaBytes+est.TrainBytes > avail {
 					return fmt.Errorf("--input: %v: %s on one such example needs about %.1f GiB, more than the %.1f GiB available (%s)",
 						shape, model, float64(est.ReplicaBytes+est.TrainBytes)/(1<<30), float64(avail)/(1<<30), source)
 				}
