@@ -34,11 +34,7 @@ func checkRunMemory(cfg configs.Config, in models.Input, evalBatch, replicas, lo
 	if err != nil || !ok {
 		return memoryPlan{}, err
 	}
-	est, err := models.EstimateMemory(cfg.Model, in, cfg.WorkerBatch(), evalBatch)
-	if err != nil {
-		return memoryPlan{}, err
-	}
-	optimBytes, err := optimStateBytesPerParam(cfg.Optim)
+	est, optimBytes, err := runEstimate(cfg, in, evalBatch)
 	if err != nil {
 		return memoryPlan{}, err
 	}
@@ -67,16 +63,23 @@ func RunMemory(cfg configs.Config, in models.Input, evalBatch, replicas, localWo
 	if err != nil {
 		return 0, 0, "", false, err
 	}
-	est, err := models.EstimateMemory(cfg.Model, in, cfg.WorkerBatch(), evalBatch)
-	if err != nil {
-		return 0, 0, "", false, err
-	}
-	optimBytes, err := optimStateBytesPerParam(cfg.Optim)
+	est, optimBytes, err := runEstimate(cfg, in, evalBatch)
 	if err != nil {
 		return 0, 0, "", false, err
 	}
 	need, _ = checkMemory(est, replicas, localWorkers, optimBytes, workerExtraBytesPerParam(cfg.Compress), math.MaxUint64)
 	return need, available, source, ok, nil
+}
+
+// runEstimate is the model's memory estimate at cfg's worker batch and the
+// optimizer's state bytes per parameter, what checkMemory adds up.
+func runEstimate(cfg configs.Config, in models.Input, evalBatch int) (models.Estimate, float64, error) {
+	est, err := models.EstimateMemory(cfg.Model, in, cfg.WorkerBatch(), evalBatch)
+	if err != nil {
+		return models.Estimate{}, 0, err
+	}
+	optimBytes, err := optimStateBytesPerParam(cfg.Optim)
+	return est, optimBytes, err
 }
 
 // memoryPlan is what checkRunMemory found: the run's estimated need and the
