@@ -172,13 +172,7 @@ func topLevelMapping(path string, root *yaml.Node) error {
 		return nil
 	}
 	found := map[yaml.Kind]string{yaml.SequenceNode: "a list", yaml.ScalarNode: "a single value", yaml.AliasNode: "an alias"}[root.Kind]
-	var top []string
-	for _, k := range Keys() {
-		if t, _, _ := strings.Cut(k, "."); !slices.Contains(top, t) {
-			top = append(top, t)
-		}
-	}
-	return fmt.Errorf("%s:%d: expected a mapping of the config's keys (%s), found %s", path, root.Line, strings.Join(top, ", "), found)
+	return fmt.Errorf("%s:%d: expected a mapping of the config's keys (%s), found %s", path, root.Line, strings.Join(children(""), ", "), found)
 }
 
 // keyLines maps every dotted key of the YAML document root doc to the line it is written
