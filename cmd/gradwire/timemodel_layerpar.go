@@ -82,18 +82,10 @@ the links between neighbouring stages to work at once.`,
 				}
 			}
 			in := models.Input{Shape: shape, Classes: classes, YLen: 1}
-			// The stages are built at batch 1 to count their FLOPs and
-			// parameters: an input beyond the machine's memory would end
-			// the process in the allocator.
-			if est, err := models.EstimateMemory(models.Config{Name: model}, in, 1, 1); err == nil {
-				avail, source, ok, err := train.AvailableMemory()
-				if err != nil {
-					return err
-				}
-				if ok && est.ReplicaBytes+est.TrainBytes > avail {
-					return fmt.Errorf("--input: %v: %s on one such example needs about %.1f GiB, more than the %.1f GiB available (%s)",
-						shape, model, float64(est.ReplicaBytes+est.TrainBytes)/(1<<30), float64(avail)/(1<<30), source)
-				}
+			// The stages are built at batch 1 to count their FLOPs and parameters.
+			if err := train.CheckModelMemory(fmt.Sprintf("--input: %v: %s on one such example", shape, model), "expected a smaller input",
+				models.Config{Name: model}, in, 1, 1); err != nil {
+				return err
 			}
 			blocks, err := models.ResNetBlocks(model, in)
 			if err != nil {

@@ -49,18 +49,8 @@ func NewCase(model string, batch int, cfg models.Config) (Case, error) {
 		return Case{}, fmt.Errorf("bench: batch %d, expected >= 1", batch)
 	}
 	cfg.Name = model
-	// A batch beyond the machine's memory would end the process in the
-	// allocator ("fatal error: runtime: out of memory") instead of failing.
-	if est, err := models.EstimateMemory(cfg, in, batch, 1); err == nil {
-		need := est.ReplicaBytes + est.TrainBytes
-		avail, source, ok, err := train.AvailableMemory()
-		if err != nil {
-			return Case{}, err
-		}
-		if ok && need > avail {
-			return Case{}, fmt.Errorf("bench: %s at batch %d needs about %.1f GiB, more than the %.1f GiB available (%s): expected a smaller batch",
-				model, batch, float64(need)/(1<<30), float64(avail)/(1<<30), source)
-		}
+	if err := train.CheckModelMemory(fmt.Sprintf("bench: %s at batch %d", model, batch), "expected a smaller batch", cfg, in, batch, 1); err != nil {
+		return Case{}, err
 	}
 	return Case{Model: model, Config: cfg, Input: in, Batch: batch}, nil
 }

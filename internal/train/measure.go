@@ -121,16 +121,8 @@ func Measure(runDir string, o MeasureOptions) (*Measures, error) {
 	in := models.Input{Shape: train.XShape(), Classes: train.Classes(), YLen: train.YLen()}
 	mc := cfg.Model
 	mc.Precision = models.PrecisionFloat32
-	// A batch beyond the machine's memory would end the process in the
-	// allocator; refuse it as a run refuses its batch.
-	if est, err := models.EstimateMemory(mc, in, o.Batch, o.Batch); err == nil {
-		need := float64(est.ReplicaBytes + est.TrainBytes + est.EvalBytes)
-		if avail, source, ok, err := availableMemory(); err != nil {
-			return nil, err
-		} else if ok && need > float64(avail) {
-			return nil, fmt.Errorf("measure: %s at batch %d needs about %.1f GiB, more than the %.1f GiB available (%s): expected a smaller batch",
-				mc.Name, o.Batch, need/(1<<30), float64(avail)/(1<<30), source)
-		}
+	if err := CheckModelMemory(fmt.Sprintf("measure: %s at batch %d", mc.Name, o.Batch), "expected a smaller batch", mc, in, o.Batch, o.Batch); err != nil {
+		return nil, err
 	}
 	net, err := models.New(mc, in, o.Batch, o.Batch, cfg.Seed)
 	if err != nil {

@@ -53,6 +53,28 @@ func checkRunMemory(cfg configs.Config, in models.Input, evalBatch, replicas, lo
 // neither is known.
 func AvailableMemory() (bytes uint64, source string, ok bool, err error) { return availableMemory() }
 
+// CheckModelMemory refuses a model of cfg on in at batch (evaluating at
+// evalBatch) whose estimated memory exceeds what is available, for commands that
+// build one model outside a run (bench, measure, timemodel layerpar), where it
+// would otherwise end the process in the allocator. what names the model in the
+// error, hint says what to change. A config the estimate cannot size passes:
+// building the model reports it.
+func CheckModelMemory(what, hint string, cfg models.Config, in models.Input, batch, evalBatch int) error {
+	est, err := models.EstimateMemory(cfg, in, batch, evalBatch)
+	if err != nil {
+		return nil
+	}
+	avail, source, ok, err := availableMemory()
+	if err != nil {
+		return err
+	}
+	if need := est.ReplicaBytes + est.TrainBytes + est.EvalBytes; ok && need > avail {
+		return fmt.Errorf("%s needs about %.1f GiB, more than the %.1f GiB available (%s): %s",
+			what, float64(need)/(1<<30), float64(avail)/(1<<30), source, hint)
+	}
+	return nil
+}
+
 // RunMemory is checkRunMemory's estimate for callers that build replicas and
 // workers of cfg themselves (gradwire bench --engine, which holds several such
 // builds at once): the bytes they need, the bytes available (the
