@@ -73,6 +73,8 @@ type dgc struct {
 	rng      *rand.Rand
 	decIdx   []int32
 	decVals  []float32
+	touched  []int32   // flat positions decodeFlat added to
+	seen     []uint64  // decodeFlat's bit per flat position, zero between calls
 	lastIdx  []int32   // packed positions sent in the last step
 	lastPre  []float32 // v at lastIdx before the sent values were removed
 	lastSent []float32 // the values sent at lastIdx (as decoded)
@@ -85,6 +87,7 @@ var (
 	_ ErrorFeedback    = (*dgc)(nil)
 	_ statelessDecoder = (*dgc)(nil)
 	_ flatEncoder      = (*dgc)(nil)
+	_ flatDecoder      = (*dgc)(nil)
 )
 
 // statelessDecode: DecodeAdd writes only dst and its scratch (decIdx, decVals).
@@ -382,7 +385,14 @@ func (c *dgc) flatEnd() int {
 
 // DecodeAdd scatter-adds one worker's (index, value) pairs.
 func (c *dgc) DecodeAdd(p Payload, dst []float32, _ StepInfo) error {
-	d := NewDecoder(p.Bytes)
+	return c.decodeAdd(p.Bytes, dst, false)
+}
+
+// decodeAdd is DecodeAdd into the packed dst, or with flat into the flat
+// gradient (each tensor at its FlatOffset) recording in c.touched the
+// positions it adds to.
+func (c *dgc) decodeAdd(b []byte, dst []float32, flat bool) error {
+	d := NewDecoder(b)
 	for _, t := range c.tensors {
 		n := int(d.Uint32())
 		if d.Err() == nil && n > t.Size {
@@ -401,15 +411,66 @@ func (c *dgc) DecodeAdd(p Payload, dst []float32, _ StepInfo) error {
 		if d.Err() != nil {
 			break
 		}
-		out := dst[t.Offset : t.Offset+t.Size]
+		out := tensorIn(dst, t, flat)
 		for i, j := range idx {
 			if uint32(j) >= uint32(t.Size) {
 				return fmt.Errorf("sent index %d for tensor %s of %d elements", j, t.Name, t.Size)
 			}
 			out[j] += vals[i]
 		}
+		if flat {
+			for _, j := range idx {
+				c.touched = append(c.touched, int32(t.FlatOffset)+j)
+			}
+		}
 	}
 	return d.Done()
+}
+
+// decodeFlat writes the mean of the workers' payloads straight into the
+// worker's flat gradient: each compressed tensor cleared, every payload
+// scatter-added in rank order, then the entries they added to divided by N.
+// Decompress clears the packed buffer, adds the same payloads in the same
+// order and divides every nonzero entry; the others are zero either way, so
+// the values are the same, without two passes over every tensor (the
+// division's and the copy into grad).
+func (c *dgc) decodeFlat(last Combined, grad []float32, _ StepInfo) (bool, error) {
+	n := last.Workers
+	if n < 1 {
+		return false, fmt.Errorf("%d workers", n)
+	}
+	if len(last.Bytes) != n {
+		return false, fmt.Errorf("%d payloads for %d workers", len(last.Bytes), n)
+	}
+	for _, t := range c.tensors {
+		clear(grad[t.FlatOffset : t.FlatOffset+t.Size])
+	}
+	c.touched = c.touched[:0]
+	for w, b := range last.Bytes {
+		if err := c.decodeAdd(b, grad, true); err != nil {
+			return false, fmt.Errorf("worker %d: %w", w, err)
+		}
+	}
+	// Divide each entry once, however many workers sent it: a bit per flat
+	// position, set on the first visit and cleared after.
+	if words := (c.flatEnd() + 63) / 64; len(c.seen) < words {
+		c.seen = make([]uint64, words)
+	}
+	f := float32(n)
+	for _, j := range c.touched {
+		w, bit := j>>6, uint64(1)<<(j&63)
+		if c.seen[w]&bit != 0 {
+			continue
+		}
+		c.seen[w] |= bit
+		if x := grad[j]; x != 0 {
+			grad[j] = x / f
+		}
+	}
+	for _, j := range c.touched {
+		c.seen[j>>6] = 0
+	}
+	return true, nil
 }
 
 // Compensated is the accumulator v of the last step before the sent entries

@@ -881,3 +881,86 @@ func benchDGCWorkers(b *testing.B, sizes []int) {
 		step++
 	}
 }
+
+// TestDGCDecodeFlatMatchesDecompress checks the mean written straight into
+// the flat gradient against Decompress into the packed buffer and the copy
+// out of it, bit for bit: four workers whose selections overlap (each index
+// sent by one to four workers), sums that cancel to zero, float16 values and
+// narrow indices; the flat positions outside the compressed tensors keep
+// what they held; a damaged payload is an error.
+func TestDGCDecodeFlatMatchesDecompress(t *testing.T) {
+	for _, fp16 := range []bool{false, true} {
+		cfg := dgcTestConfig(0.05)
+		cfg.FP16Values, cfg.NarrowIndices = fp16, true
+		const workers, shift = 4, 3
+		sizes := []int{200, 64, 1000}
+		rng := rand.New(rand.NewPCG(11, 12))
+		var payloads [][]byte
+		var c *dgc
+		for w := range workers {
+			c = dgcBuild(t, cfg, sizes, workers, shift, Hyper{})
+			grad := make([]float32, c.flatEnd()+shift)
+			for i := range grad {
+				// Few distinct magnitudes: the workers pick many of the same
+				// indices, some with opposite signs.
+				grad[i] = float32(rng.IntN(9)-4) * 0.5
+			}
+			grad[shift+7] = float32(w%2*2-1) * 100 // sent by all, summing to 0
+			p, err := c.Encode(0, grad[shift:], Combined{}, StepInfo{Step: 0, StepsPerEpoch: 1, Workers: workers})
+			if err != nil {
+				t.Fatal(err)
+			}
+			payloads = append(payloads, slices.Clone(p.Bytes))
+		}
+		last := Combined{Bytes: payloads, Workers: workers}
+		info := StepInfo{Step: 0, StepsPerEpoch: 1, Workers: workers}
+		packed := make([]float32, len(c.v))
+		if err := decodeMean(c, last, packed, info); err != nil {
+			t.Fatal(err)
+		}
+		flat := make([]float32, c.flatEnd()+5)
+		for i := range flat {
+			flat[i] = -1 // left alone outside the tensors
+		}
+		for range 2 { // twice: the marks are cleared between calls
+			if ok, err := c.decodeFlat(last, flat, info); !ok || err != nil {
+				t.Fatalf("fp16 %v: decodeFlat: %v, %v", fp16, ok, err)
+			}
+			for i, x := range flat {
+				want := float32(-1)
+				if i >= shift && i < shift+len(packed) {
+					want = packed[i-shift]
+				}
+				if math.Float32bits(x) != math.Float32bits(want) {
+					t.Fatalf("fp16 %v: flat[%d] = %v, want %v", fp16, i, x, want)
+				}
+			}
+		}
+		if flat[shift+7] != 0 {
+			t.Fatalf("fp16 %v: the cancelling entry is %v", fp16, flat[shift+7])
+		}
+		senders := make([]int, len(packed)) // how many workers sent each index
+		for _, b := range payloads {
+			one := make([]float32, len(packed))
+			if err := c.DecodeAdd(Payload{Bytes: b}, one, info); err != nil {
+				t.Fatal(err)
+			}
+			for i, x := range one {
+				if x != 0 {
+					senders[i]++
+				}
+			}
+		}
+		if slices.Max(senders) != workers || senders[7] != workers {
+			t.Fatalf("fp16 %v: at most %d workers sent an index (index 7: %d), want overlaps of %d", fp16, slices.Max(senders), senders[7], workers)
+		}
+		bad := slices.Clone(payloads)
+		bad[2] = bad[2][:len(bad[2])-1]
+		if _, err := c.decodeFlat(Combined{Bytes: bad, Workers: workers}, flat, info); err == nil || !strings.Contains(err.Error(), "worker 2") {
+			t.Fatalf("fp16 %v: damaged payload: %v", fp16, err)
+		}
+		if _, err := c.decodeFlat(Combined{Bytes: payloads[:3], Workers: workers}, flat, info); err == nil {
+			t.Fatalf("fp16 %v: 3 payloads for 4 workers accepted", fp16)
+		}
+	}
+}
