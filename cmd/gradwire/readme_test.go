@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -84,6 +85,107 @@ func TestReadmeConfigKeysExist(t *testing.T) {
 	if n < 100 {
 		t.Fatalf("found %d config keys in README.md; the pattern no longer matches it", n)
 	}
+}
+
+// TestReadmeConfigTable: the Config reference table has a row for every
+// config key, and the defaults it gives are the code's (configs.Default), so
+// a changed default or a new key cannot leave the table behind. A row gives
+// one default per key ("`optim.momentum`, `optim.nesterov` | 0.9, false"),
+// or one for all of them; a key written from its dot ("`.factor_masking`")
+// is in the first key's section; "X = words" gives X; a default in words
+// alone ("config file name") is not checked.
+func TestReadmeConfigTable(t *testing.T) {
+	text, _ := readme(t)
+	start := strings.Index(text, "\n| key | default | meaning |\n")
+	if start < 0 {
+		t.Fatal("README.md: no config reference table (| key | default | meaning |)")
+	}
+	table := text[start+1:]
+	table = table[:strings.Index(table, "\n\n")]
+	want := configs.Flat(configs.Default())
+	seen := map[string]bool{}
+	for _, row := range strings.Split(table, "\n")[2:] {
+		cells := strings.Split(row, " | ")
+		if len(cells) < 3 {
+			t.Fatalf("README.md config table: row %q has no key and default cells", row)
+		}
+		var keys []string
+		for _, k := range strings.Split(strings.TrimPrefix(cells[0], "| "), ", ") {
+			k = strings.Trim(k, "`")
+			if strings.HasPrefix(k, ".") && len(keys) > 0 {
+				k = keys[0][:strings.LastIndex(keys[0], ".")] + k
+			}
+			keys = append(keys, k)
+		}
+		defaults := splitOutsideBrackets(cells[1])
+		if len(defaults) == 1 {
+			for len(defaults) < len(keys) {
+				defaults = append(defaults, defaults[0])
+			}
+		}
+		if len(defaults) != len(keys) {
+			t.Errorf("README.md config table: %d keys %v but %d defaults %q", len(keys), keys, len(defaults), cells[1])
+			continue
+		}
+		for i, key := range keys {
+			code, ok := want[key]
+			if !ok {
+				t.Errorf("README.md config table: %s is not a config key", key)
+				continue
+			}
+			seen[key] = true
+			doc := strings.TrimSpace(defaults[i])
+			if j := strings.Index(doc, " = "); j > 0 {
+				doc = doc[:j]
+			}
+			if doc == "config file name" {
+				continue
+			}
+			if !sameDefault(strings.Trim(doc, "`"), code) {
+				t.Errorf("README.md config table: %s defaults to %q, the code's default is %q", key, doc, code)
+			}
+		}
+	}
+	for _, key := range configs.Keys() {
+		if !seen[key] {
+			t.Errorf("README.md config table: no row for config key %s", key)
+		}
+	}
+}
+
+// splitOutsideBrackets splits a table cell at ", " outside [...].
+func splitOutsideBrackets(cell string) []string {
+	var out []string
+	depth, from := 0, 0
+	for i := 0; i < len(cell); i++ {
+		switch {
+		case cell[i] == '[':
+			depth++
+		case cell[i] == ']':
+			depth--
+		case depth == 0 && strings.HasPrefix(cell[i:], ", "):
+			out = append(out, cell[from:i])
+			from = i + 2
+		}
+	}
+	return append(out, cell[from:])
+}
+
+// sameDefault compares a README default with configs.Flat's value: numbers
+// as numbers (5e-4 and 0.0005), lists without their commas, "" as empty.
+func sameDefault(doc, code string) bool {
+	if doc == `""` {
+		doc = ""
+	}
+	if strings.HasPrefix(doc, "[") {
+		doc = strings.ReplaceAll(doc, ",", "")
+	}
+	a, errA := strconv.ParseFloat(doc, 64)
+	b, errB := strconv.ParseFloat(code, 64)
+	if errA == nil && errB == nil {
+		return a == b
+	}
+	return doc == code
 }
 
 // TestReadmeFlagsExist: every flag the README gives a gradwire command
