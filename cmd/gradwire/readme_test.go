@@ -11,7 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gradwire/gradwire/compress"
 	"github.com/gradwire/gradwire/configs"
+	"github.com/gradwire/gradwire/optim"
 )
 
 // readme is the repository's README, read from this package's folder.
@@ -149,6 +151,32 @@ func TestReadmeConfigTable(t *testing.T) {
 	for _, key := range configs.Keys() {
 		if !seen[key] {
 			t.Errorf("README.md config table: no row for config key %s", key)
+		}
+	}
+}
+
+// TestReadmeNamesMatchRegistries: the names the config table gives for
+// compress.name, optim.name and schedule.name are the registered ones, so a
+// compressor, optimizer or schedule added or removed shows up here.
+func TestReadmeNamesMatchRegistries(t *testing.T) {
+	text, _ := readme(t)
+	for key, names := range map[string][]string{
+		"compress.name": compress.Names(),
+		"optim.name":    optim.Names(),
+		"schedule.name": optim.ScheduleNames(),
+	} {
+		row := regexp.MustCompile("(?m)^\\| `" + regexp.QuoteMeta(key) + "` \\| [^|]* \\| ([^|(]*)").FindStringSubmatch(text)
+		if row == nil {
+			t.Errorf("README.md config table: no row for %s", key)
+			continue
+		}
+		var doc []string
+		for _, m := range regexp.MustCompile("`([a-z0-9_-]+)`").FindAllStringSubmatch(row[1], -1) {
+			doc = append(doc, m[1])
+		}
+		slices.Sort(doc)
+		if !slices.Equal(doc, names) {
+			t.Errorf("README.md config table: %s lists %v, the registered names are %v", key, doc, names)
 		}
 	}
 }
