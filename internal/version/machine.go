@@ -11,16 +11,31 @@ import (
 )
 
 // Machine describes the computer a run happens on, for results that say where
-// they were measured: CPU model, logical CPUs, memory, OS and architecture, e.g.
-// "Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz, 2 logical CPUs, 24 GiB, linux/amd64".
-// Parts the system does not report are left out.
+// they were measured: CPU model (with its x86 family and model numbers, which
+// tell CPU generations apart where a virtual machine names only "AMD EPYC"),
+// logical CPUs, memory, OS and architecture, and the vector instructions the
+// assembly kernels use (AVX-512 or AVX2; float32 sums round differently with
+// each, so runs agree bit for bit only between machines where this part
+// agrees), e.g. "Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz (family 6,
+// model 106), 2 logical CPUs, 24 GiB, linux/amd64, AVX-512". Parts the system
+// does not report are left out.
 func Machine() string {
+	return machine("/proc/cpuinfo", "/proc/meminfo", vectorISA())
+}
+
+// machine is Machine with the files' places and the vector instructions given.
+func machine(cpuinfo, meminfo, isa string) string {
 	var parts []string
-	if cpu := procField("/proc/cpuinfo", "model name"); cpu != "" {
-		parts = append(parts, strings.Join(strings.Fields(cpu), " "))
+	if cpu := procField(cpuinfo, "model name"); cpu != "" {
+		cpu = strings.Join(strings.Fields(cpu), " ")
+		family, model := procField(cpuinfo, "cpu family"), procField(cpuinfo, "model")
+		if family != "" && model != "" {
+			cpu += fmt.Sprintf(" (family %s, model %s)", family, model)
+		}
+		parts = append(parts, cpu)
 	}
 	parts = append(parts, fmt.Sprintf("%d logical CPUs", runtime.NumCPU()))
-	if mem := procField("/proc/meminfo", "MemTotal"); mem != "" {
+	if mem := procField(meminfo, "MemTotal"); mem != "" {
 		// "24604720 kB"
 		if f := strings.Fields(mem); len(f) == 2 && f[1] == "kB" {
 			if kb, err := strconv.ParseFloat(f[0], 64); err == nil {
@@ -29,6 +44,9 @@ func Machine() string {
 		}
 	}
 	parts = append(parts, runtime.GOOS+"/"+runtime.GOARCH)
+	if isa != "" {
+		parts = append(parts, isa)
+	}
 	return strings.Join(parts, ", ")
 }
 

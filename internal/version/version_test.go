@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -14,6 +15,34 @@ func TestMachineNamesCoresAndPlatform(t *testing.T) {
 	for _, want := range []string{fmt.Sprintf("%d logical CPUs", runtime.NumCPU()), runtime.GOOS + "/" + runtime.GOARCH} {
 		if !strings.Contains(m, want) {
 			t.Errorf("Machine() = %q, lacks %q", m, want)
+		}
+	}
+}
+
+// TestMachineFormat: the CPU's model name with its x86 family and model
+// numbers, the memory in GiB, the platform, then the vector instructions;
+// parts the files lack are left out.
+func TestMachineFormat(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cpuinfo := write("cpuinfo", "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\nmodel name\t: AMD   EPYC\nprocessor\t: 1\n")
+	meminfo := write("meminfo", "MemTotal:       24683760 kB\nMemFree: 1 kB\n")
+	platform := fmt.Sprintf("%d logical CPUs", runtime.NumCPU())
+	for _, c := range []struct {
+		cpuinfo, meminfo, isa, want string
+	}{
+		{cpuinfo, meminfo, "AVX-512", "AMD EPYC (family 25, model 17), " + platform + ", 24 GiB, " + runtime.GOOS + "/" + runtime.GOARCH + ", AVX-512"},
+		{write("arm", "model name\t: Neoverse\n"), "/nonexistent", "", "Neoverse, " + platform + ", " + runtime.GOOS + "/" + runtime.GOARCH},
+		{"/nonexistent", meminfo, "AVX2", platform + ", 24 GiB, " + runtime.GOOS + "/" + runtime.GOARCH + ", AVX2"},
+	} {
+		if got := machine(c.cpuinfo, c.meminfo, c.isa); got != c.want {
+			t.Errorf("machine(%s, %s, %q) = %q, want %q", c.cpuinfo, c.meminfo, c.isa, got, c.want)
 		}
 	}
 }
