@@ -6,8 +6,8 @@
 #   experiments/same-results.sh compare A B      compare two OUT folders' summary.json files
 #
 # The runs: the shipped lenet5 and charlstm configs (shortened), and every
-# variation of the LeNet-5 compression sweep for 2 epochs of 30 steps (PowerSGD
-# compressing from step 20, DGC's warm-up over the first epoch).
+# variation of the LeNet-5 compression sweep for 2 epochs of 30 steps, each
+# compressor compressing within them (DGC's warm-up over the first epoch).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 gw=${GRADWIRE:-gradwire}
@@ -19,12 +19,20 @@ run)
   short=(--set train.progress=false --set train.eval_limit=1000)
   "$gw" train --config configs/lenet5-fashion.yaml "${short[@]}" --set train.epochs=1 --set train.max_steps=100 --out "$out/lenet5" >/dev/null
   "$gw" train --config configs/charlstm-shakespeare.yaml "${short[@]}" --set train.epochs=1 --set train.max_steps=60 --out "$out/charlstm" >/dev/null
+  # Every compressor compresses within the 60 steps: PowerSGD from step 20,
+  # GradiVeQ after 10 dense steps (then cycles of 5 fitting and 10
+  # compressed), LGC after 10 dense and 10 autoencoder-training steps.
+  early=(--set compress.powersgd.start_iter=20
+    --set compress.gradiveq.warmup_steps=10 --set compress.gradiveq.sample_steps=5 --set compress.gradiveq.compress_steps=10
+    --set compress.lgc.dense_steps=10 --set compress.lgc.train_steps=10)
   "$gw" sweep --config experiments/compression-lenet5-fashion.yaml --dry-run | grep ' seed 1 (' |
     while read -r line; do
       name=$(echo "$line" | sed -E 's/^\[[0-9]+\/[0-9]+\] ([^ ]+) seed.*/\1/')
-      cmd=$(echo "$line" | sed -E 's/^[^:]*: gradwire //; s/ --out .*//')
+      # The status in parentheses may hold a colon ("a retry: failed before").
+      cmd=${line#*: gradwire }
+      cmd=${cmd%% --out *}
       # shellcheck disable=SC2086
-      eval "\"$gw\" $cmd ${short[*]} --set train.epochs=2 --set train.max_steps=30 --set compress.powersgd.start_iter=20 --out \"$out/sweep-$name\"" >/dev/null
+      eval "\"$gw\" $cmd ${short[*]} --set train.epochs=2 --set train.max_steps=30 ${early[*]} --out \"$out/sweep-$name\"" >/dev/null
       echo "$name done" >&2
     done
   ;;
@@ -32,7 +40,7 @@ compare)
   /usr/bin/env python3 - "$2" "$3" <<'PY'
 import json, os, sys
 a, b = sys.argv[1], sys.argv[2]
-skip = {"wall_seconds", "samples_per_second", "time_model", "version", "go_version", "machine", "data_dir"}
+skip = {"wall_seconds", "samples_per_second", "eval_seconds", "time_model", "version", "go_version", "machine", "data_dir"}
 bad = 0
 for run in sorted(os.listdir(a)):
     pa, pb = os.path.join(a, run, "summary.json"), os.path.join(b, run, "summary.json")
