@@ -53,7 +53,10 @@ the convolution, linear and LSTM layers counted twice, forward plus two
 backward products: 3x the forward FLOPs); Go heap bytes and allocations per
 timed step. json and csv also give each trial's median in run order (csv:
 trial_seconds, separated by ";"); json also the fastest single step. The BLAS back-end is the one
-this binary was built with (gonum, or openblas with -tags openblas). Results
+this binary was built with (gonum, or openblas with -tags openblas). The
+machine (CPU, its x86 family and model, logical CPUs, memory, the vector
+instructions the kernels use) and GOMAXPROCS head the table and are columns
+of csv and json. Results
 go to stdout, progress to stderr; GOMAXPROCS sets the cores used (the fast ops
 split each batch over that many goroutines).
 
@@ -175,7 +178,7 @@ func benchWriter(format string, w io.Writer) (func([]bench.Result) error, error)
 			cw := csv.NewWriter(w)
 			cw.Write([]string{"model", "batch", "params", "warmup", "steps", "trials", "best_seconds", "median_seconds", "spread",
 				"best_samples_per_second", "samples_per_second", "best_gflop_per_second", "gflop_per_second",
-				"alloc_bytes_per_step", "allocs_per_step", "ops", "blas", "blas_core", "trial_seconds"})
+				"alloc_bytes_per_step", "allocs_per_step", "ops", "blas", "blas_core", "gomaxprocs", "machine", "trial_seconds"})
 			for _, r := range rs {
 				trials := make([]string, len(r.TrialSeconds))
 				for i, t := range r.TrialSeconds {
@@ -186,13 +189,16 @@ func benchWriter(format string, w io.Writer) (func([]bench.Result) error, error)
 					strconv.FormatFloat(r.BestSamplesPerSecond, 'f', 1, 64), strconv.FormatFloat(r.SamplesPerSecond, 'f', 1, 64),
 					strconv.FormatFloat(r.BestGFLOPs, 'f', 2, 64), strconv.FormatFloat(r.GFLOPs, 'f', 2, 64),
 					strconv.FormatFloat(r.AllocBytesPerStep, 'f', 0, 64), strconv.FormatFloat(r.AllocsPerStep, 'f', 0, 64),
-					r.Ops, r.BLAS, r.BLASCore, strings.Join(trials, ";")})
+					r.Ops, r.BLAS, r.BLASCore, strconv.Itoa(r.GOMAXPROCS), r.Machine, strings.Join(trials, ";")})
 			}
 			cw.Flush()
 			return cw.Error()
 		}, nil
 	case "table":
 		return func(rs []bench.Result) error {
+			if len(rs) > 0 {
+				fmt.Fprintf(w, "%s; GOMAXPROCS %d\n\n", rs[0].Machine, rs[0].GOMAXPROCS)
+			}
 			fmt.Fprintln(w, "| model | batch | params | trials x steps | best step (ms) | median step (ms) | spread | samples/s, best | samples/s, median | GFLOP/s, best | allocated per step (MB) | allocations per step | ops | blas |")
 			fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|---|")
 			for _, r := range rs {

@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/gradwire/gradwire/internal/version"
 )
 
 func TestBenchFormats(t *testing.T) {
@@ -25,6 +28,9 @@ func TestBenchFormats(t *testing.T) {
 	}
 	if col["warmup"] != "0" || col["steps"] != "1" || col["trials"] != "3" {
 		t.Errorf("csv counts: %v", col)
+	}
+	if col["machine"] != version.Machine() || col["gomaxprocs"] != strconv.Itoa(runtime.GOMAXPROCS(0)) {
+		t.Errorf("csv machine %q, gomaxprocs %q; want %q, %d", col["machine"], col["gomaxprocs"], version.Machine(), runtime.GOMAXPROCS(0))
 	}
 	// Three trials of one step each; the best is the fastest of them.
 	trials := strings.Split(col["trial_seconds"], ";")
@@ -59,7 +65,8 @@ func TestBenchFormats(t *testing.T) {
 	}
 
 	out, _, err = run(t, "bench", "--model", "mlp", "--batch", "2", "--steps", "1", "--warmup", "0", "--trials", "2")
-	if err != nil || !strings.Contains(out, "| mlp | 2 | 535818 | 2 x 1 |") || !strings.Contains(out, "| spread |") {
+	if err != nil || !strings.Contains(out, "| mlp | 2 | 535818 | 2 x 1 |") || !strings.Contains(out, "| spread |") ||
+		!strings.HasPrefix(out, version.Machine()+"; GOMAXPROCS ") {
 		t.Fatalf("table: %v %q", err, out)
 	}
 }

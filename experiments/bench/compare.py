@@ -241,14 +241,19 @@ def write_md(a, argv, results, chosen, stopped, summary, elapsed):
     pg_version = subprocess.run([a.bin_purego, "version"], capture_output=True, text=True, check=True).stdout
     version, go, blas = version_fields(ob_version)
     _, _, pg_blas = version_fields(pg_version)
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
+    # gradwire's own description (CPU with family and model, memory, the vector
+    # instructions its kernels use), else the CPU's model name.
+    machine = next((r["machine"] for r in results if r.get("machine")), None)
+    if machine is None:
+        cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
+        machine = f"{cpu}, {os.cpu_count()} logical CPUs, {platform.system()} {platform.machine()}"
     torch_version = next(s["pytorch"]["torch"] for s in summary.values())
     now = datetime.datetime.now(datetime.timezone.utc)
     ms = lambda s: f"{s * 1e3:.2f}"
     L = ["# Training-step throughput, gradwire vs PyTorch, interleaved processes", ""]
     L.append(f"Command: `{' '.join(['experiments/bench/run.sh'] + user_args(argv))}`" + (" (quick smoke test: the figures mean nothing)" if a.quick else ""))
     L.append("")
-    L.append(f"- Machine: {cpu}, {os.cpu_count()} logical CPUs, {platform.system()} {platform.machine()}; "
+    L.append(f"- Machine: {machine}; "
              f"date {now:%Y-%m-%d %H:%M} UTC; wall time {elapsed / 60:.1f} min.")
     L.append(f"- gradwire {version}, {go}, GOMAXPROCS=2; BLAS: {blas} (openblas build), {pg_blas} (pure-Go build).")
     L.append(f"- PyTorch {torch_version} (python {platform.python_version()}), thread setting per model from a first pass "

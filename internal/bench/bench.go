@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gradwire/gradwire/internal/train"
+	"github.com/gradwire/gradwire/internal/version"
 	"github.com/gradwire/gradwire/models"
 	"github.com/gradwire/gradwire/optim"
 )
@@ -80,6 +81,8 @@ type Result struct {
 	BLAS                 string    `json:"blas"`
 	BLASCore             string    `json:"blas_core,omitempty"` // OpenBLAS core type (openblas build)
 	Ops                  string    `json:"ops"`                 // model.ops: fast or gorgonia
+	GOMAXPROCS           int       `json:"gomaxprocs"`
+	Machine              string    `json:"machine"` // CPU model, CPUs, memory, vector instructions (version.Machine)
 }
 
 // Measure builds the case's model, runs warmup untimed steps, then trials
@@ -155,6 +158,8 @@ func Measure(c Case, steps, warmup, trials int) (Result, error) {
 		BLAS:              models.BLAS,
 		BLASCore:          models.BLASCoreType(),
 		Ops:               c.Config.Ops,
+		GOMAXPROCS:        runtime.GOMAXPROCS(0),
+		Machine:           version.Machine(),
 	}
 	if r.Ops == "" {
 		r.Ops = models.OpsFast
