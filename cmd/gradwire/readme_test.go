@@ -103,7 +103,9 @@ func TestReadmeConfigTable(t *testing.T) {
 		t.Fatal("README.md: no config reference table (| key | default | meaning |)")
 	}
 	table := text[start+1:]
-	table = table[:strings.Index(table, "\n\n")]
+	if end := strings.Index(table, "\n\n"); end >= 0 {
+		table = table[:end]
+	}
 	want := configs.Flat(configs.Default())
 	seen := map[string]bool{}
 	for _, row := range strings.Split(table, "\n")[2:] {
