@@ -435,6 +435,9 @@ func (c *dgc) decodeAdd(b []byte, dst []float32, flat bool) error {
 // the values are the same, without two passes over every tensor (the
 // division's and the copy into grad).
 func (c *dgc) decodeFlat(last Combined, grad []float32, _ StepInfo) (bool, error) {
+	if c.flatEnd() > math.MaxInt32 {
+		return false, nil // positions past int32: the packed path (indices per tensor) takes it
+	}
 	n := last.Workers
 	if n < 1 {
 		return false, fmt.Errorf("%d workers", n)
