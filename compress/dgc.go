@@ -435,7 +435,8 @@ func (c *dgc) decodeAdd(b []byte, dst []float32, flat bool) error {
 // the values are the same, without two passes over every tensor (the
 // division's and the copy into grad).
 func (c *dgc) decodeFlat(last Combined, grad []float32, _ StepInfo) (bool, error) {
-	if c.flatEnd() > math.MaxInt32 {
+	end := c.flatEnd()
+	if end > math.MaxInt32 {
 		return false, nil // positions past int32: the packed path (indices per tensor) takes it
 	}
 	n := last.Workers
@@ -456,7 +457,7 @@ func (c *dgc) decodeFlat(last Combined, grad []float32, _ StepInfo) (bool, error
 	}
 	// Divide each entry once, however many workers sent it: a bit per flat
 	// position, set on the first visit and cleared after.
-	if words := (c.flatEnd() + 63) / 64; len(c.seen) < words {
+	if words := (end + 63) / 64; len(c.seen) < words {
 		c.seen = make([]uint64, words)
 	}
 	f := float32(n)
