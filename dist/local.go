@@ -290,7 +290,7 @@ func sumSpan(calls []call, lo, hi int, scatter bool) {
 }
 
 func scale(dst []float32, s float32) {
-	for i := range dst {
+	for i := scaleVec(dst, s); i < len(dst); i++ {
 		dst[i] *= s
 	}
 }
@@ -298,7 +298,8 @@ func scale(dst []float32, s float32) {
 // add4 adds four terms per element in one pass, still strictly in order.
 func add4(dst, a, b, c, d []float32) {
 	a, b, c, d = a[:len(dst)], b[:len(dst)], c[:len(dst)], d[:len(dst)]
-	for i, s := range dst {
+	for i := addsVec(dst, a, b, c, d); i < len(dst); i++ {
+		s := dst[i]
 		s += a[i]
 		s += b[i]
 		s += c[i]
@@ -309,7 +310,8 @@ func add4(dst, a, b, c, d []float32) {
 
 func add3(dst, a, b, c []float32) {
 	a, b, c = a[:len(dst)], b[:len(dst)], c[:len(dst)]
-	for i, s := range dst {
+	for i := addsVec(dst, a, b, c); i < len(dst); i++ {
+		s := dst[i]
 		s += a[i]
 		s += b[i]
 		s += c[i]
@@ -319,7 +321,8 @@ func add3(dst, a, b, c []float32) {
 
 func add2(dst, a, b []float32) {
 	a, b = a[:len(dst)], b[:len(dst)]
-	for i, s := range dst {
+	for i := addsVec(dst, a, b); i < len(dst); i++ {
+		s := dst[i]
 		s += a[i]
 		s += b[i]
 		dst[i] = s
@@ -328,8 +331,19 @@ func add2(dst, a, b []float32) {
 
 func add1(dst, a []float32) {
 	a = a[:len(dst)]
-	for i := range dst {
+	for i := addsVec(dst, a); i < len(dst); i++ {
 		dst[i] += a[i]
+	}
+}
+
+// addScale writes (x + a) * s into out, as add1 then scale would: out may
+// be x itself.
+func addScale(out, x, a []float32, s float32) {
+	x, a = x[:len(out)], a[:len(out)]
+	for i := addScaleVec(out, x, a, s); i < len(out); i++ {
+		v := x[i]
+		v += a[i]
+		out[i] = v * s
 	}
 }
 

@@ -1,0 +1,97 @@
+package dist
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// sumValues draws values over many magnitudes and both signs, so that adding
+// in another order, or multiplying before adding, changes some bits.
+func sumValues(rng *rand.Rand, n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(rng.NormFloat64() * math.Pow(10, float64(rng.IntN(9)-4)))
+	}
+	return v
+}
+
+func sameBits(t *testing.T, what string, got, want []float32) {
+	t.Helper()
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("%s: element %d of %d is %v, want %v", what, i, len(want), got[i], want[i])
+		}
+	}
+}
+
+// TestSumVectorLoops checks the vector loops of the in-process all-reduce and
+// the fused mean against the Go loops (sumVector off), bit for bit, on
+// lengths with and without a tail.
+func TestSumVectorLoops(t *testing.T) {
+	if !sumVector {
+		t.Skip("no vector loops on this CPU")
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, n := range []int{0, 1, 7, 8, 9, 16, 37, 2048, 2051} {
+		dst, a, b, c, d := sumValues(rng, n), sumValues(rng, n), sumValues(rng, n), sumValues(rng, n), sumValues(rng, n)
+		s := float32(1) / 3
+		run := func(vector bool, f func(out []float32)) []float32 {
+			defer func(v bool) { sumVector = v }(sumVector)
+			sumVector = vector
+			out := append([]float32(nil), dst...)
+			f(out)
+			return out
+		}
+		cases := []struct {
+			name string
+			f    func(out []float32)
+		}{
+			{"add1", func(o []float32) { add1(o, a) }},
+			{"add2", func(o []float32) { add2(o, a, b) }},
+			{"add3", func(o []float32) { add3(o, a, b, c) }},
+			{"add4", func(o []float32) { add4(o, a, b, c, d) }},
+			{"scale", func(o []float32) { scale(o, s) }},
+			{"addScale", func(o []float32) { addScale(o, o, a, s) }},
+			{"addScale apart", func(o []float32) { addScale(o, b, a, s) }},
+		}
+		for _, cs := range cases {
+			want := run(false, cs.f)
+			got := run(true, cs.f)
+			sameBits(t, cs.name, got, want)
+		}
+		// addScale is add1 then scale.
+		want := run(false, func(o []float32) { add1(o, a); scale(o, s) })
+		sameBits(t, "addScale against add1 and scale", run(true, func(o []float32) { addScale(o, o, a, s) }), want)
+	}
+}
+
+// TestMeanIntoMatchesMeanSpan checks that meanInto.s values (
+// read at any offset and length) are meanSpan's bits, for 2 to 7 replicas,
+// and that meanInto writes nothing but out.
+func TestMeanIntoMatchesMeanSpan(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	const n = 5003
+	for nr := 2; nr <= 7; nr++ {
+		dst := sumValues(rng, n)
+		srcs := make([][]float32, nr-1)
+		for i := range srcs {
+			srcs[i] = sumValues(rng, n)
+		}
+		inv := 1 / float32(nr)
+		want := append([]float32(nil), dst...)
+		meanSpan(want, srcs, inv, 0, n)
+		kept := append([]float32(nil), dst...)
+		for _, r := range [][2]int{{0, n}, {0, 1}, {3, 517}, {2048, 4100}, {4990, n}} {
+			out := make([]float32, r[1]-r[0])
+			meanInto(out, dst, srcs, inv, r[0])
+			sameBits(t, "meanInto", out, want[r[0]:r[1]])
+			sameBits(t, "dst after meanInto", dst, kept)
+		}
+		in := append([]float32(nil), dst...)
+		meanInto(in[100:900], in, srcs, inv, 100)
+		sameBits(t, "meanInto in place", in[100:900], want[100:900])
+		sameBits(t, "meanInto in place, outside out", in[:100], kept[:100])
+		sameBits(t, "meanInto in place, outside out", in[900:], kept[900:])
+	}
+}
