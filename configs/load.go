@@ -289,6 +289,33 @@ func parseSet(s string) (key, raw string, err error) {
 	return key, raw, nil
 }
 
+// SetsOnce reports the keys that a list of key=value overrides gives more than
+// once (matched as parseSet matches them), with their values in order: a
+// later one would silently replace an earlier one. Malformed entries are left
+// to Load.
+func SetsOnce(sets []string) error {
+	values := map[string][]string{}
+	var order []string
+	for _, s := range sets {
+		key, raw, ok := strings.Cut(s, "=")
+		key = strings.ToLower(strings.TrimSpace(key))
+		if !ok || key == "" {
+			continue
+		}
+		if values[key] == nil {
+			order = append(order, key)
+		}
+		values[key] = append(values[key], strconv.Quote(raw))
+	}
+	var errs []error
+	for _, key := range order {
+		if vs := values[key]; len(vs) > 1 {
+			errs = append(errs, fmt.Errorf("%s given %d times (%s): give each key once", key, len(vs), strings.Join(vs, ", ")))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // decodeHook is the mapstructure hook for UnmarshalExact: it turns every leaf value
 // (a YAML scalar or list, a --set string, a default) into its field's type and passes
 // sections through.

@@ -83,6 +83,8 @@ func TestTrainFlagErrors(t *testing.T) {
 		{[]string{"train", "--resume", "x", "--overwrite"}, []string{"do not combine"}},
 		{[]string{"train", "--config", bad, "--allow-change", "optim.lr"}, []string{"--resume only"}},
 		{[]string{"train", "--resume", "x", "--allow-change", "optim.lrr"}, []string{"optim.lrr", "not a config key"}},
+		{[]string{"train", "--config", neg, "--set", "optim.lr=0.1", "--set", "seed=2", "--set", "Optim.LR=0.2"},
+			[]string{`--set: optim.lr given 2 times ("0.1", "0.2"): give each key once`}},
 	})
 }
 

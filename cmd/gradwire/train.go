@@ -34,7 +34,7 @@ func newTrainCmd() *cobra.Command {
 		Use:         "train --config FILE [--set key=value]... [--out DIR] | train --resume DIR",
 		Short:       "Train a model from a YAML config",
 		Long: `Train a model from a YAML config file (see configs/*.yaml and the README's config
-reference). Every key can be overridden with --set key=value (repeatable), for
+reference). Every key can be overridden with --set key=value (repeatable, each key once), for
 example --set optim.lr=0.1 --set model.hidden=300,100.
 
 The run directory (--out, default runs/<config name>-<timestamp>) receives
@@ -65,6 +65,9 @@ receives only summary.json (on MPI rank 0).`,
 				return fmt.Errorf("--resume uses the config stored in the run directory: do not combine it with --config, --set, --out or --overwrite")
 			case !resume && len(allow) > 0:
 				return fmt.Errorf("--allow-change applies to --resume only")
+			}
+			if err := configs.SetsOnce(sets); err != nil {
+				return fmt.Errorf("--set: %w", err)
 			}
 			for _, k := range allow {
 				if k != "data" && !slices.Contains(configs.Keys(), k) {
@@ -116,7 +119,7 @@ receives only summary.json (on MPI rank 0).`,
 	}
 	f := cmd.Flags()
 	f.StringVarP(&configPath, "config", "c", "", "run config (YAML)")
-	f.StringArrayVar(&sets, "set", nil, "override a config key: --set key=value (repeatable)")
+	f.StringArrayVar(&sets, "set", nil, "override a config key: --set key=value (repeatable, each key once)")
 	f.StringVarP(&outDir, "out", "o", "", "run directory (default runs/<config name>-<timestamp>)")
 	f.StringVar(&resumeDir, "resume", "", "continue the run in this directory from its newest checkpoint")
 	f.BoolVar(&overwrite, "overwrite", false, "replace the run that --out holds (its config, metrics, summary and checkpoints are removed first)")

@@ -210,6 +210,9 @@ func resolve(path string, spec Spec) (*Sweep, error) {
 			fail("set: %q: the seed comes from seeds, not from set", kv)
 		}
 	}
+	if err := configs.SetsOnce(spec.Set); err != nil {
+		fail("set: %v", err)
+	}
 	if len(spec.Variations) == 0 {
 		fail("variations: missing: list at least one variation (name, set, seeds)")
 	}
@@ -233,6 +236,9 @@ func resolve(path string, spec Spec) (*Sweep, error) {
 			if setsSeed(kv) {
 				fail("variation %q: set: %q: the seed comes from seeds, not from set", v.Name, kv)
 			}
+		}
+		if err := configs.SetsOnce(v.Set); err != nil {
+			fail("variation %q: set: %v", v.Name, err)
 		}
 		s.Variations = append(s.Variations, v)
 	}
@@ -278,10 +284,26 @@ func resolve(path string, spec Spec) (*Sweep, error) {
 }
 
 // runSets is the override list of one run. train.progress is off because the
-// sweep prints one line per run instead of a progress bar.
+// sweep prints one line per run instead of a progress bar. A key given again
+// (a variation's set overriding the common one) keeps only its last value, as
+// loading the list would, so that the list is a valid train command line.
 func runSets(common, variation []string, seed int64) []string {
-	sets := slices.Concat(common, variation)
-	return append(sets, "seed="+strconv.FormatInt(seed, 10), "train.progress=false")
+	all := slices.Concat(common, variation, []string{"seed=" + strconv.FormatInt(seed, 10), "train.progress=false"})
+	key := func(kv string) string {
+		k, _, _ := strings.Cut(kv, "=")
+		return strings.ToLower(strings.TrimSpace(k))
+	}
+	last := map[string]int{}
+	for i, kv := range all {
+		last[key(kv)] = i
+	}
+	sets := make([]string, 0, len(all))
+	for i, kv := range all {
+		if k := key(kv); k == "" || !strings.Contains(kv, "=") || last[k] == i {
+			sets = append(sets, kv) // malformed entries stay, for Load to report
+		}
+	}
+	return sets
 }
 
 func setsSeed(kv string) bool {

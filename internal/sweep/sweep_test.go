@@ -442,6 +442,8 @@ func TestBadSweepFiles(t *testing.T) {
 		{"bad-key", "base: base.yaml\nvariations:\n  - name: typo\n    set: [optim.learning_rate=0.1]\n  - name: neg\n    set: [optim.lr=-1]\n",
 			[]string{`variation "typo" (seed 1): unknown key "optim.learning_rate"`, `did you mean "optim.lr"`, `variation "neg" (seed 1): optim.lr: -1`}},
 		{"seed-in-set", "base: base.yaml\nvariations:\n  - name: a\n    set: [seed=3]\n", []string{`variation "a": set: "seed=3": the seed comes from seeds`}},
+		{"set-twice", "base: base.yaml\nset: [optim.lr=0.1, optim.lr=0.2]\nvariations:\n  - name: a\n    set: [train.epochs=1, Train.Epochs=2, train.epochs=3]\n",
+			[]string{`set: optim.lr given 2 times ("0.1", "0.2"): give each key once`, `variation "a": set: train.epochs given 3 times ("1", "2", "3")`}},
 		{"no-base", "variations:\n  - name: a\n", []string{"base: missing"}},
 		{"missing-base", "base: nowhere.yaml\nvariations:\n  - name: a\n", []string{"nowhere.yaml"}},
 		{"bad-name", "base: base.yaml\nvariations:\n  - name: a/b\n", []string{`variation "a/b": name: expected a letter or digit, then letters`}},
@@ -488,6 +490,14 @@ func TestLoadDefaults(t *testing.T) {
 	}
 	if r := s.Runs[1]; r.Config.Train.Progress || r.Index != 2 {
 		t.Errorf("run %+v: progress bar on or index wrong", r)
+	}
+	// The variation's optim.lr replaces the common one in the run's overrides
+	// (a train command line refuses a key given twice).
+	if got := strings.Join(s.Runs[1].Sets, " "); got != "optim.lr=0.3 seed=5 train.progress=false" {
+		t.Errorf("run 2's overrides %q", got)
+	}
+	if got := strings.Join(s.Runs[0].Sets, " "); got != "optim.lr=0.2 seed=1 train.progress=false" {
+		t.Errorf("run 1's overrides %q", got)
 	}
 }
 
