@@ -22,8 +22,6 @@ type meanLinear interface{ setSpread(ways int) }
 
 func (c *powerSGD) setSpread(ways int) { c.spread = ways }
 
-func (c *powerSGD) setMeanSource(src dist.MeanSource) { c.meanOf = src }
-
 var _ dist.MeanExchanger = (*Exchange)(nil)
 
 // MeanLinear reports whether ExchangeMean may stand in for the workers'
@@ -78,35 +76,6 @@ func (x *Exchange) ExchangeMean(grad []float32, step int, others []dist.MeanExch
 		ox.traffic.addSince(&x.traffic, &x.before)
 	}
 	return nil
-}
-
-var _ dist.LazyMeanExchanger = (*Exchange)(nil)
-
-// meanSourced is a meanLinear compressor that can read the mean gradient
-// from a dist.MeanSource while it encodes round 0 from the flat gradient,
-// instead of from the flat gradient itself (PowerSGD reads it once, row by
-// row). A nil source restores reading the flat gradient.
-type meanSourced interface{ setMeanSource(dist.MeanSource) }
-
-// ExchangeMeanOf is ExchangeMean, untimed, on the mean gradient that source
-// gives: the dense tensors' mean is written into grad first, the compressed
-// tensors' mean is read by the compressor as it encodes, and the exchange's
-// mean is left in grad. It declines (ok false, nothing changed) where the
-// compressor cannot read a source, or does not compress at this step.
-func (x *Exchange) ExchangeMeanOf(grad []float32, source dist.MeanSource, step int, others []dist.MeanExchanger) (bool, error) {
-	ms, ok := x.comp.(meanSourced)
-	if !ok || !x.MeanLinear() || !x.comp.Steady(x.step(step)) {
-		return false, nil
-	}
-	if _, ok := x.comp.(flatEncoder); !ok {
-		return false, nil
-	}
-	for _, t := range x.dense {
-		source(grad[t.FlatOffset:t.FlatOffset+t.Size], t.FlatOffset)
-	}
-	ms.setMeanSource(source)
-	defer ms.setMeanSource(nil)
-	return true, x.ExchangeMean(grad, step, others, false)
 }
 
 // SetMeanState sets this exchange's compressor state to the mean over of:

@@ -52,9 +52,7 @@ import (
 // M = g + (M - P Q^T) row by row in one pass over M (the same float32
 // arithmetic, in the same order). Each compressed value then crosses memory
 // about 24 bytes a step instead of 40. State and Residual write e out when
-// asked. On fused steps round 0 reads the mean gradient row by row from the
-// engine's source (dist.LazyMeanExchanger) instead of from the flat
-// gradient, so that the mean is never written before it is read.
+// asked.
 type powerSGD struct {
 	cfg  PowerSGDConfig
 	seed int64
@@ -85,12 +83,6 @@ type powerSGD struct {
 	vanilla bool      // the last step was a vanilla all-reduce
 	sent    []float32 // Sent()'s buffer, allocated on first use
 	row     []float32 // decodeState's scratch row
-
-	// meanOf, when set, gives round 0's gradient on the flat path (the
-	// engine's mean, not written to the flat gradient); rows holds one
-	// scratch row per part of a split for it.
-	meanOf dist.MeanSource
-	rows   [][]float32
 }
 
 // psgdMatrix is one packed tensor viewed as an n x m matrix.
@@ -250,37 +242,20 @@ func (c *powerSGD) round0(grad []float32, flat bool, step int) Payload {
 			src = t.flat
 		}
 		g, mm := grad[src:src+size], c.m[t.off:t.off+size]
-		source := c.meanOf
-		if !flat {
-			source = nil
-		}
 		if t.r == 0 {
-			if source != nil {
-				source(mm, t.flat)
-				g = mm
-			} else {
-				copy(mm, g)
-			}
+			copy(mm, g)
 			copy(c.pay0[t.pay0:t.pay0+size], g)
 			continue
-		}
-		if source != nil {
-			c.growRows(t.m)
 		}
 		q := c.q[t.q : t.q+t.r*t.m]
 		psgdGramSchmidt(q, t.m, t.r, c.cfg.Epsilon)
 		p := c.pay0[t.pay0 : t.pay0+t.r*t.n]
-		c.split(t, t.n, func(part, lo, hi int) {
+		c.split(t, t.n, func(lo, hi int) {
 			var buf [psgdCoefBuf]float32
 			coef := psgdCoef(&buf, t.r)
 			for i := lo; i < hi; i++ {
 				// Compensate one row and use it while it is in cache.
 				row := mm[i*t.m : (i+1)*t.m]
-				gi := g[i*t.m : (i+1)*t.m]
-				if source != nil {
-					gi = c.rows[part][:t.m]
-					source(gi, t.flat+i*t.m)
-				}
 				switch {
 				case c.lazy && t.r <= 2:
 					// Ranks 1 and 2: compensate and multiply in one pass.
@@ -288,7 +263,7 @@ func (c *powerSGD) round0(grad []float32, flat bool, step int) Payload {
 						coef[k] = c.p[t.p+k*t.n+i]
 					}
 					var dots [2]float32
-					psgdCompensateDot(row, gi, c.lastQ[t.q:], q, t.m, coef, &dots)
+					psgdCompensateDot(row, g[i*t.m:(i+1)*t.m], c.lastQ[t.q:], q, t.m, coef, &dots)
 					for k, d := range dots[:t.r] {
 						p[k*t.n+i] = d
 					}
@@ -298,11 +273,11 @@ func (c *powerSGD) round0(grad []float32, flat bool, step int) Payload {
 					for k := range coef {
 						coef[k] = c.p[t.p+k*t.n+i]
 					}
-					psgdCompensate(row, gi, c.lastQ[t.q:], t.m, coef)
+					psgdCompensate(row, g[i*t.m:(i+1)*t.m], c.lastQ[t.q:], t.m, coef)
 				case c.e != nil:
-					psgdAdd(row, gi, c.e[t.off+i*t.m:t.off+(i+1)*t.m])
+					psgdAdd(row, g[i*t.m:(i+1)*t.m], c.e[t.off+i*t.m:t.off+(i+1)*t.m])
 				default:
-					copy(row, gi)
+					copy(row, g[i*t.m:(i+1)*t.m])
 				}
 				k := 0
 				for ; k+2 <= t.r; k += 2 {
@@ -339,7 +314,7 @@ func (c *powerSGD) round1(prev Combined) (Payload, error) {
 		clear(q)
 		// Split by columns of M: each element of Q sums over the rows in
 		// the same order however the columns are split.
-		c.split(t, t.m, func(_, lo, hi int) {
+		c.split(t, t.m, func(lo, hi int) {
 			var buf [psgdCoefBuf]float32
 			coef := psgdCoef(&buf, t.r)
 			for i := 0; i < t.n; i++ {
@@ -420,7 +395,7 @@ func (c *powerSGD) decode(last Combined, dst []float32, info StepInfo, flat bool
 			}
 			continue
 		}
-		c.split(t, t.n, func(_, ilo, ihi int) {
+		c.split(t, t.n, func(ilo, ihi int) {
 			var buf [psgdCoefBuf]float32
 			coef := psgdCoef(&buf, t.r)
 			for i := ilo; i < ihi; i++ {
@@ -497,24 +472,12 @@ const psgdSplitMin = 1 << 15
 // split runs f over [0, n) (rows or columns of matrix t), in spread parts on
 // the shared helpers when t is large enough; every element is computed by
 // the same arithmetic in either case.
-func (c *powerSGD) split(t psgdMatrix, n int, f func(part, lo, hi int)) {
+func (c *powerSGD) split(t psgdMatrix, n int, f func(lo, hi int)) {
 	if c.spread <= 1 || t.n*t.m < psgdSplitMin {
-		f(0, 0, n)
+		f(0, n)
 		return
 	}
-	par.Default().Run(n, c.spread, f)
-}
-
-// growRows gives every part of a split a scratch row of at least m values.
-func (c *powerSGD) growRows(m int) {
-	for len(c.rows) < max(c.spread, 1) {
-		c.rows = append(c.rows, nil)
-	}
-	for i, r := range c.rows {
-		if len(r) < m {
-			c.rows[i] = make([]float32, m)
-		}
-	}
+	par.Default().Run(n, c.spread, func(_, lo, hi int) { f(lo, hi) })
 }
 
 // lowRankRow writes row i of P Q^T for matrix t into out. coef is scratch

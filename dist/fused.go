@@ -54,26 +54,6 @@ type MeanExchanger interface {
 	SetMeanState(of []MeanExchanger) error
 }
 
-// MeanSource writes values [lo, lo+len(out)) of a fused step's mean gradient
-// into out, computed as the engine would have written them (the same
-// float32 operations in the same order). It reads the replicas' gradients
-// and may be called from several goroutines on disjoint ranges.
-type MeanSource func(out []float32, lo int)
-
-// LazyMeanExchanger is a MeanExchanger that can run on a fused step's mean
-// gradient without the engine writing it first: it reads the mean from
-// source where it needs it, and leaves the exchange's mean in grad, as
-// ExchangeMean does (untimed). ok false declines before anything changed:
-// the engine then writes the mean into grad and calls ExchangeMean. It saves
-// the mean's pass over memory (read every replica's gradient, write grad,
-// read it again) for a compressor that reads the mean only once.
-type LazyMeanExchanger interface {
-	ExchangeMeanOf(grad []float32, source MeanSource, step int, others []MeanExchanger) (ok bool, err error)
-}
-
-// lazyMean lets the tests turn LazyMeanExchanger off, to compare the bits.
-var lazyMean = true
-
 // fuseSample: every fuseSample-th step runs worker by worker, so that
 // ComputeSeconds stays a measured worker-batch time for the time model rather
 // than a share of a fused pass (which it is only until the first such step).
@@ -101,7 +81,6 @@ type fusion struct {
 	loss      []float64
 	err       []error
 	sampled   bool // a worker-by-worker step has set compute
-	lazySteps int  // steps whose mean a LazyMeanExchanger read from its source
 	took      []time.Duration
 }
 
@@ -273,22 +252,14 @@ func (e *Engine) stepFused(step int, batch func(w int) ([]float32, []int32)) (fl
 		srcs = append(srcs, rep.Grad())
 	}
 	inv := 1 / float32(nr)
-	writeMean := func() {
-		par.Default().Run(len(dst), par.Default().Workers(), func(_, lo, hi int) { meanSpan(dst, srcs, inv, lo, hi) })
-	}
-	sampled := f.mean != nil && step%fuseSample == 0
-	var lazy LazyMeanExchanger
-	if f.mean != nil && !sampled && lazyMean {
-		lazy, _ = f.mean[0].(LazyMeanExchanger)
-	}
-	if lazy == nil {
-		writeMean()
-	}
+	n := len(dst)
+	par.Default().Run(n, par.Default().Workers(), func(_, lo, hi int) { meanSpan(dst, srcs, inv, lo, hi) })
 	var mean float64
 	for r := range nr {
 		mean += f.loss[r]
 	}
 	mean /= float64(nr)
+	sampled := f.mean != nil && step%fuseSample == 0
 	if sampled {
 		f.sampled = true
 	}
@@ -314,23 +285,8 @@ func (e *Engine) stepFused(step int, batch func(w int) ([]float32, []int32)) (fl
 			f.leaderMean = true
 		}
 		f.stale = true
-		done := false
-		if lazy != nil {
-			source := func(out []float32, lo int) { meanInto(out, dst, srcs, inv, lo) }
-			var err error
-			if done, err = lazy.ExchangeMeanOf(dst, source, step, f.mean[1:]); err != nil {
-				return 0, fmt.Errorf("dist: worker %d (for all %d workers, on their mean gradient): %w", e.members[0].Rank(), nw, err)
-			}
-			if done {
-				f.lazySteps++
-			} else {
-				writeMean()
-			}
-		}
-		if !done {
-			if err := f.mean[0].ExchangeMean(dst, step, f.mean[1:], sampled); err != nil {
-				return 0, fmt.Errorf("dist: worker %d (for all %d workers, on their mean gradient): %w", e.members[0].Rank(), nw, err)
-			}
+		if err := f.mean[0].ExchangeMean(dst, step, f.mean[1:], sampled); err != nil {
+			return 0, fmt.Errorf("dist: worker %d (for all %d workers, on their mean gradient): %w", e.members[0].Rank(), nw, err)
 		}
 	}
 	return mean, nil

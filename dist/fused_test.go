@@ -1,7 +1,6 @@
 package dist_test
 
 import (
-	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -23,13 +22,6 @@ type fuseRun struct {
 // or ResNet-20 on small inputs, the same seed) with the named compressor.
 func newFuseRun(t *testing.T, model string, workers, replicas int, comp string) *fuseRun {
 	t.Helper()
-	return newFuseRunWith(t, model, workers, replicas, func(c *compress.Config) { c.Name = comp })
-}
-
-// newFuseRunWith is newFuseRun with the compression config that set makes
-// of the default.
-func newFuseRunWith(t *testing.T, model string, workers, replicas int, set func(*compress.Config)) *fuseRun {
-	t.Helper()
 	in := models.Input{Shape: []int{1, 28, 28}, Classes: 10, YLen: 1}
 	if model == "resnet20" {
 		in.Shape = []int{3, 8, 8}
@@ -49,7 +41,7 @@ func newFuseRunWith(t *testing.T, model string, workers, replicas int, set func(
 	}
 	xs := make([]dist.Exchanger, workers)
 	cfg := compress.DefaultConfig()
-	set(&cfg)
+	cfg.Name = comp
 	for w, m := range members {
 		info := func(step int) compress.StepInfo {
 			return compress.StepInfo{Step: step, StepsPerEpoch: 100, Worker: m.Rank(), Workers: m.Size(), Params: r.nets[0].Flat()}
@@ -248,93 +240,5 @@ func TestFuseRefuses(t *testing.T) {
 	}
 	if err := e.Fuse(); err == nil || !strings.Contains(err.Error(), "own gradient") || e.Fused() {
 		t.Errorf("dgc on a model that cannot group: Fuse error %v, Fused %v; expected a refusal naming the per-worker exchange", err, e.Fused())
-	}
-}
-
-// TestLazyMeanKeepsBits trains two fused PowerSGD engines of 8 workers on 2
-// replicas from the same start, one writing each step's mean gradient
-// before the exchange and one letting PowerSGD read it as it encodes
-// (dist.LazyMeanExchanger): the exchanged gradients, the parameters, every
-// worker's exchange state and traffic agree bit for bit, over steps that
-// include worker-by-worker ones (0 and 25), with and without error
-// feedback, at ranks 1, 2 and 3 (where a small matrix travels dense).
-func TestLazyMeanKeepsBits(t *testing.T) {
-	variants := []func(c *compress.Config){
-		func(c *compress.Config) { c.Name, c.PowerSGD.StartIter = "powersgd", 2 },
-		func(c *compress.Config) {
-			c.Name, c.MinSize, c.PowerSGD.Rank, c.PowerSGD.StartIter = "powersgd", 0, 2, 0
-		},
-		func(c *compress.Config) {
-			c.Name, c.PowerSGD.StartIter, c.PowerSGD.ErrorFeedback, c.PowerSGD.WarmStart = "powersgd", 0, false, false
-		},
-		func(c *compress.Config) {
-			c.Name, c.MinSize, c.PowerSGD.StartIter, c.PowerSGD.Rank = "powersgd", 0, 0, 3
-		},
-	}
-	for vi, set := range variants {
-		eager := newFuseRunWith(t, "lenet5", 8, 2, set)
-		lazy := newFuseRunWith(t, "lenet5", 8, 2, set)
-		for _, r := range []*fuseRun{eager, lazy} {
-			if err := r.engine.Fuse(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for step := range 28 {
-			for i, r := range []*fuseRun{eager, lazy} {
-				restore := dist.SetLazyMean(i == 1)
-				_, err := r.engine.Step(step, batches(step))
-				restore()
-				if err != nil {
-					t.Fatalf("variant %d step %d: %v", vi, step, err)
-				}
-			}
-			ge, gl := eager.nets[0].Grad(), lazy.nets[0].Grad()
-			for i := range ge {
-				if math.Float32bits(ge[i]) != math.Float32bits(gl[i]) {
-					t.Fatalf("variant %d step %d: mean gradient %d is %v written first, %v read lazily", vi, step, i, ge[i], gl[i])
-				}
-			}
-			for _, r := range []*fuseRun{eager, lazy} {
-				for i, g := range r.nets[0].Grad() {
-					r.nets[0].Flat()[i] -= 0.05 * g
-				}
-				r.engine.SyncReplicas()
-			}
-		}
-		cfg := compress.DefaultConfig()
-		set(&cfg)
-		want := 0 // compressed steps that are not worker by worker
-		for step := range 28 {
-			if step >= cfg.PowerSGD.StartIter && step%25 != 0 {
-				want++
-			}
-		}
-		if n := dist.LazyMeanSteps(lazy.engine); n != want {
-			t.Fatalf("variant %d: %d steps read the mean lazily, want %d", vi, n, want)
-		}
-		if n := dist.LazyMeanSteps(eager.engine); n != 0 {
-			t.Fatalf("variant %d: %d steps read the mean lazily with that turned off", vi, n)
-		}
-		for _, r := range []*fuseRun{eager, lazy} {
-			if err := r.engine.SyncState(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for w := range eager.exchanges {
-			se, sl := eager.exchanges[w].State(), lazy.exchanges[w].State()
-			if len(se) != len(sl) {
-				t.Fatalf("variant %d: worker %d has %d state buffers, %d lazily", vi, w, len(se), len(sl))
-			}
-			for k, b := range se {
-				for i := range b {
-					if math.Float32bits(b[i]) != math.Float32bits(sl[k][i]) {
-						t.Fatalf("variant %d: worker %d state %s[%d] is %v, %v lazily", vi, w, k, i, b[i], sl[k][i])
-					}
-				}
-			}
-			if te, tl := eager.exchanges[w].Traffic(), lazy.exchanges[w].Traffic(); fmt.Sprint(te) != fmt.Sprint(tl) {
-				t.Fatalf("variant %d: worker %d traffic %+v, %+v lazily", vi, w, te, tl)
-			}
-		}
 	}
 }
