@@ -289,11 +289,11 @@ func parseSet(s string) (key, raw string, err error) {
 	return key, raw, nil
 }
 
-// SetsOnce reports the keys that a list of key=value overrides gives more than
-// once (matched as parseSet matches them), with their values in order: a
-// later one would silently replace an earlier one. Malformed entries are left
-// to Load.
-func SetsOnce(sets []string) error {
+// RepeatedSets describes each key that a list of key=value overrides gives
+// more than once (matched as parseSet matches them), with its values in
+// order, e.g. `optim.lr given 2 times ("0.1", "0.2")`: loading the list keeps
+// the last value. Malformed entries are left to Load.
+func RepeatedSets(sets []string) []string {
 	values := map[string][]string{}
 	var order []string
 	for _, s := range sets {
@@ -307,13 +307,13 @@ func SetsOnce(sets []string) error {
 		}
 		values[key] = append(values[key], strconv.Quote(raw))
 	}
-	var errs []error
+	var out []string
 	for _, key := range order {
 		if vs := values[key]; len(vs) > 1 {
-			errs = append(errs, fmt.Errorf("%s given %d times (%s): give each key once", key, len(vs), strings.Join(vs, ", ")))
+			out = append(out, fmt.Sprintf("%s given %d times (%s)", key, len(vs), strings.Join(vs, ", ")))
 		}
 	}
-	return errors.Join(errs...)
+	return out
 }
 
 // decodeHook is the mapstructure hook for UnmarshalExact: it turns every leaf value

@@ -83,9 +83,15 @@ func TestTrainFlagErrors(t *testing.T) {
 		{[]string{"train", "--resume", "x", "--overwrite"}, []string{"do not combine"}},
 		{[]string{"train", "--config", bad, "--allow-change", "optim.lr"}, []string{"--resume only"}},
 		{[]string{"train", "--resume", "x", "--allow-change", "optim.lrr"}, []string{"optim.lrr", "not a config key"}},
-		{[]string{"train", "--config", neg, "--set", "optim.lr=0.1", "--set", "seed=2", "--set", "Optim.LR=0.2"},
-			[]string{`--set: optim.lr given 2 times ("0.1", "0.2"): give each key once`}},
 	})
+	// A key given twice takes its last value, with a warning.
+	_, stderr, err := run(t, "train", "--config", neg, "--set", "optim.lr=0.1", "--set", "seed=2", "--set", "Optim.LR=-0.2")
+	if err == nil || !strings.Contains(err.Error(), "-0.2") || strings.Contains(err.Error(), "-0.1") {
+		t.Errorf("optim.lr set to 0.1, then -0.2: error %v, expected the last value's", err)
+	}
+	if want := `gradwire: warning: --set optim.lr given 2 times ("0.1", "-0.2"): the last value is used`; !strings.Contains(stderr, want) {
+		t.Errorf("stderr %q lacks %q", stderr, want)
+	}
 }
 
 // TestArgumentErrors: a group command refuses an unknown subcommand (and shows

@@ -34,8 +34,9 @@ func newTrainCmd() *cobra.Command {
 		Use:         "train --config FILE [--set key=value]... [--out DIR] | train --resume DIR",
 		Short:       "Train a model from a YAML config",
 		Long: `Train a model from a YAML config file (see configs/*.yaml and the README's config
-reference). Every key can be overridden with --set key=value (repeatable, each key once), for
-example --set optim.lr=0.1 --set model.hidden=300,100.
+reference). Every key can be overridden with --set key=value (repeatable; a key
+given again takes its last value, with a warning), for example --set optim.lr=0.1
+--set model.hidden=300,100.
 
 The run directory (--out, default runs/<config name>-<timestamp>) receives
 config.yaml (the resolved config), metrics.jsonl (logged steps and one record per
@@ -66,8 +67,10 @@ receives only summary.json (on MPI rank 0).`,
 			case !resume && len(allow) > 0:
 				return fmt.Errorf("--allow-change applies to --resume only")
 			}
-			if err := configs.SetsOnce(sets); err != nil {
-				return fmt.Errorf("--set: %w", err)
+			// A key given again takes its last value (a command line extended
+			// by appending overrides), but say so: it may be a slip.
+			for _, r := range configs.RepeatedSets(sets) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "gradwire: warning: --set %s: the last value is used\n", r)
 			}
 			for _, k := range allow {
 				if k != "data" && !slices.Contains(configs.Keys(), k) {
@@ -119,7 +122,7 @@ receives only summary.json (on MPI rank 0).`,
 	}
 	f := cmd.Flags()
 	f.StringVarP(&configPath, "config", "c", "", "run config (YAML)")
-	f.StringArrayVar(&sets, "set", nil, "override a config key: --set key=value (repeatable, each key once)")
+	f.StringArrayVar(&sets, "set", nil, "override a config key: --set key=value (repeatable; the last value of a key given twice wins)")
 	f.StringVarP(&outDir, "out", "o", "", "run directory (default runs/<config name>-<timestamp>)")
 	f.StringVar(&resumeDir, "resume", "", "continue the run in this directory from its newest checkpoint")
 	f.BoolVar(&overwrite, "overwrite", false, "replace the run that --out holds (its config, metrics, summary and checkpoints are removed first)")

@@ -210,8 +210,8 @@ func resolve(path string, spec Spec) (*Sweep, error) {
 			fail("set: %q: the seed comes from seeds, not from set", kv)
 		}
 	}
-	if err := configs.SetsOnce(spec.Set); err != nil {
-		fail("set: %v", err)
+	for _, r := range configs.RepeatedSets(spec.Set) {
+		fail("set: %s: give each key once", r)
 	}
 	if len(spec.Variations) == 0 {
 		fail("variations: missing: list at least one variation (name, set, seeds)")
@@ -237,8 +237,8 @@ func resolve(path string, spec Spec) (*Sweep, error) {
 				fail("variation %q: set: %q: the seed comes from seeds, not from set", v.Name, kv)
 			}
 		}
-		if err := configs.SetsOnce(v.Set); err != nil {
-			fail("variation %q: set: %v", v.Name, err)
+		for _, r := range configs.RepeatedSets(v.Set) {
+			fail("variation %q: set: %s: give each key once", v.Name, r)
 		}
 		s.Variations = append(s.Variations, v)
 	}
