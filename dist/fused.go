@@ -379,42 +379,29 @@ func (e *Engine) stepSampled(r int, xs []float32, ys []int32, k int) (float64, e
 }
 
 // meanSpan writes (dst + srcs[0] + srcs[1] + ...) * inv over [lo, hi) into dst,
-// adding in that order for every element, a cache-sized block at a time.
+// adding in that order for every element.
 func meanSpan(dst []float32, srcs [][]float32, inv float32, lo, hi int) {
 	for b := lo; b < hi; b += sumBlock {
-		meanInto(dst[b:min(b+sumBlock, hi)], dst, srcs, inv, b)
+		end := min(b+sumBlock, hi)
+		d := dst[b:end]
+		if len(srcs) == 1 { // two replicas: one pass
+			addScale(d, d, srcs[0][b:end], inv)
+			continue
+		}
+		j := 0
+		for ; j+4 <= len(srcs); j += 4 {
+			add4(d, srcs[j][b:end], srcs[j+1][b:end], srcs[j+2][b:end], srcs[j+3][b:end])
+		}
+		switch len(srcs) - j {
+		case 3:
+			add3(d, srcs[j][b:end], srcs[j+1][b:end], srcs[j+2][b:end])
+		case 2:
+			add2(d, srcs[j][b:end], srcs[j+1][b:end])
+		case 1:
+			add1(d, srcs[j][b:end])
+		}
+		scale(d, inv)
 	}
-}
-
-// meanInto writes values [lo, lo+len(out)) of meanSpan's result into out:
-// the same additions in the same order, then the same scaling, so every
-// value has meanSpan's bits. It writes nothing else; out may be
-// dst[lo:lo+len(out)] itself.
-func meanInto(out, dst []float32, srcs [][]float32, inv float32, lo int) {
-	hi := lo + len(out)
-	if len(out) == 0 {
-		return
-	}
-	if len(srcs) == 1 { // two replicas: one pass
-		addScale(out, dst[lo:hi], srcs[0][lo:hi], inv)
-		return
-	}
-	if &out[0] != &dst[lo] {
-		copy(out, dst[lo:hi])
-	}
-	j := 0
-	for ; j+4 <= len(srcs); j += 4 {
-		add4(out, srcs[j][lo:hi], srcs[j+1][lo:hi], srcs[j+2][lo:hi], srcs[j+3][lo:hi])
-	}
-	switch len(srcs) - j {
-	case 3:
-		add3(out, srcs[j][lo:hi], srcs[j+1][lo:hi], srcs[j+2][lo:hi])
-	case 2:
-		add2(out, srcs[j][lo:hi], srcs[j+1][lo:hi])
-	case 1:
-		add1(out, srcs[j][lo:hi])
-	}
-	scale(out, inv)
 }
 
 // fusedStep reports whether this step runs fused: which steps do depends on

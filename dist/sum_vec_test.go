@@ -67,10 +67,11 @@ func TestSumVectorLoops(t *testing.T) {
 	}
 }
 
-// TestMeanIntoMatchesMeanSpan checks that meanInto.s values (
-// read at any offset and length) are meanSpan's bits, for 2 to 7 replicas,
-// and that meanInto writes nothing but out.
-func TestMeanIntoMatchesMeanSpan(t *testing.T) {
+// TestMeanSpanVector checks the fused step's mean with the vector loops
+// against the Go loops and against the sum written out in replica order, bit
+// for bit, for 2 to 7 replicas, over a length with a tail and a range that
+// starts inside a block.
+func TestMeanSpanVector(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	const n = 5003
 	for nr := 2; nr <= 7; nr++ {
@@ -81,19 +82,22 @@ func TestMeanIntoMatchesMeanSpan(t *testing.T) {
 		}
 		inv := 1 / float32(nr)
 		want := append([]float32(nil), dst...)
-		meanSpan(want, srcs, inv, 0, n)
-		kept := append([]float32(nil), dst...)
-		for _, r := range [][2]int{{0, n}, {0, 1}, {3, 517}, {2048, 4100}, {4990, n}} {
-			out := make([]float32, r[1]-r[0])
-			meanInto(out, dst, srcs, inv, r[0])
-			sameBits(t, "meanInto", out, want[r[0]:r[1]])
-			sameBits(t, "dst after meanInto", dst, kept)
+		for i := 3; i < n; i++ {
+			s := want[i]
+			for _, src := range srcs {
+				s += src[i]
+			}
+			want[i] = s * inv
 		}
-		in := append([]float32(nil), dst...)
-		meanInto(in[100:900], in, srcs, inv, 100)
-		sameBits(t, "meanInto in place", in[100:900], want[100:900])
-		sameBits(t, "meanInto in place, outside out", in[:100], kept[:100])
-		sameBits(t, "meanInto in place, outside out", in[900:], kept[900:])
+		for _, vector := range []bool{false, true} {
+			func() {
+				defer func(v bool) { sumVector = v }(sumVector)
+				sumVector = vector && sumVector
+				got := append([]float32(nil), dst...)
+				meanSpan(got, srcs, inv, 3, n)
+				sameBits(t, fmt.Sprintf("meanSpan of %d replicas (vector %v)", nr, sumVector), got, want)
+			}()
+		}
 	}
 }
 
