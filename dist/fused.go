@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gradwire/gradwire/internal/par"
+	"github.com/gradwire/gradwire/internal/vec"
 )
 
 // Fuser is a replica that can compute, in one pass, the mean gradient over
@@ -367,7 +368,7 @@ func (e *Engine) stepSampled(r int, xs []float32, ys []int32, k int) (float64, e
 		if i == 0 {
 			copy(acc, rep.Grad())
 		} else {
-			add1(acc, rep.Grad())
+			vec.Add1(acc, rep.Grad())
 		}
 	}
 	inv := 1 / float32(k)
@@ -385,22 +386,22 @@ func meanSpan(dst []float32, srcs [][]float32, inv float32, lo, hi int) {
 		end := min(b+sumBlock, hi)
 		d := dst[b:end]
 		if len(srcs) == 1 { // two replicas: one pass
-			addScale(d, d, srcs[0][b:end], inv)
+			vec.AddScale(d, d, srcs[0][b:end], inv)
 			continue
 		}
 		j := 0
 		for ; j+4 <= len(srcs); j += 4 {
-			add4(d, srcs[j][b:end], srcs[j+1][b:end], srcs[j+2][b:end], srcs[j+3][b:end])
+			vec.Add4(d, srcs[j][b:end], srcs[j+1][b:end], srcs[j+2][b:end], srcs[j+3][b:end])
 		}
 		switch len(srcs) - j {
 		case 3:
-			add3(d, srcs[j][b:end], srcs[j+1][b:end], srcs[j+2][b:end])
+			vec.Add3(d, srcs[j][b:end], srcs[j+1][b:end], srcs[j+2][b:end])
 		case 2:
-			add2(d, srcs[j][b:end], srcs[j+1][b:end])
+			vec.Add2(d, srcs[j][b:end], srcs[j+1][b:end])
 		case 1:
-			add1(d, srcs[j][b:end])
+			vec.Add1(d, srcs[j][b:end])
 		}
-		scale(d, inv)
+		vec.Scale(d, inv)
 	}
 }
 

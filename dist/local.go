@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/gradwire/gradwire/internal/vec"
 )
 
 // ErrClosed is the cause reported for a member that was closed: calls on it
@@ -266,18 +268,18 @@ func sumSpan(calls []call, lo, hi int, scatter bool) {
 		dst := c0.f[b:e]
 		j := 1
 		for ; j+4 <= len(calls); j += 4 {
-			add4(dst, calls[j].f[b:e], calls[j+1].f[b:e], calls[j+2].f[b:e], calls[j+3].f[b:e])
+			vec.Add4(dst, calls[j].f[b:e], calls[j+1].f[b:e], calls[j+2].f[b:e], calls[j+3].f[b:e])
 		}
 		switch len(calls) - j { // the rest in one pass too
 		case 3:
-			add3(dst, calls[j].f[b:e], calls[j+1].f[b:e], calls[j+2].f[b:e])
+			vec.Add3(dst, calls[j].f[b:e], calls[j+1].f[b:e], calls[j+2].f[b:e])
 		case 2:
-			add2(dst, calls[j].f[b:e], calls[j+1].f[b:e])
+			vec.Add2(dst, calls[j].f[b:e], calls[j+1].f[b:e])
 		case 1:
-			add1(dst, calls[j].f[b:e])
+			vec.Add1(dst, calls[j].f[b:e])
 		}
 		if c0.scaled {
-			scale(dst, c0.scale)
+			vec.Scale(dst, c0.scale)
 		}
 		if scatter {
 			for _, c := range calls[1:] {
@@ -286,64 +288,6 @@ func sumSpan(calls []call, lo, hi int, scatter bool) {
 				}
 			}
 		}
-	}
-}
-
-func scale(dst []float32, s float32) {
-	for i := scaleVec(dst, s); i < len(dst); i++ {
-		dst[i] *= s
-	}
-}
-
-// add4 adds four terms per element in one pass, still strictly in order.
-func add4(dst, a, b, c, d []float32) {
-	a, b, c, d = a[:len(dst)], b[:len(dst)], c[:len(dst)], d[:len(dst)]
-	for i := addsVec(dst, a, b, c, d); i < len(dst); i++ {
-		s := dst[i]
-		s += a[i]
-		s += b[i]
-		s += c[i]
-		s += d[i]
-		dst[i] = s
-	}
-}
-
-func add3(dst, a, b, c []float32) {
-	a, b, c = a[:len(dst)], b[:len(dst)], c[:len(dst)]
-	for i := addsVec(dst, a, b, c); i < len(dst); i++ {
-		s := dst[i]
-		s += a[i]
-		s += b[i]
-		s += c[i]
-		dst[i] = s
-	}
-}
-
-func add2(dst, a, b []float32) {
-	a, b = a[:len(dst)], b[:len(dst)]
-	for i := addsVec(dst, a, b); i < len(dst); i++ {
-		s := dst[i]
-		s += a[i]
-		s += b[i]
-		dst[i] = s
-	}
-}
-
-func add1(dst, a []float32) {
-	a = a[:len(dst)]
-	for i := addsVec(dst, a); i < len(dst); i++ {
-		dst[i] += a[i]
-	}
-}
-
-// addScale writes (x + a) * s into out, as add1 then scale would: out may
-// be x itself.
-func addScale(out, x, a []float32, s float32) {
-	x, a = x[:len(out)], a[:len(out)]
-	for i := addScaleVec(out, x, a, s); i < len(out); i++ {
-		v := x[i]
-		v += a[i]
-		out[i] = v * s
 	}
 }
 

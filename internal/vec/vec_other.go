@@ -1,8 +1,8 @@
 //go:build !amd64
 
-package dist
+package vec
 
-var sumVector = false
+var vector = false
 
 func addsVec(dst []float32, srcs ...[]float32) int   { return 0 }
 func scaleVec(dst []float32, s float32) int          { return 0 }

@@ -1,10 +1,10 @@
-package dist
+package vec
 
 import "golang.org/x/sys/cpu"
 
-// sumVector: the CPU runs sum_amd64.s's loops (AVX), which add and scale
-// each element in the Go loops' order: either path gives the same bits.
-var sumVector = cpu.X86.HasAVX
+// vector: the CPU runs vec_amd64.s's loops (AVX), which add and scale each
+// element in the Go loops' order: either path gives the same bits.
+var vector = cpu.X86.HasAVX
 
 // addsAVX adds srcs[0], ..., srcs[k-1] into dst in that order, 1 <= k <= 4,
 // n a multiple of 8.
@@ -25,7 +25,7 @@ func addScaleAVX(out, x, a *float32, n int, s float32)
 // addsVec adds srcs (1 to 4, each at least len(dst) long) into dst in order.
 func addsVec(dst []float32, srcs ...[]float32) int {
 	n := len(dst) &^ 7
-	if !sumVector || n == 0 {
+	if !vector || n == 0 {
 		return 0
 	}
 	var ptrs [4]*float32
@@ -39,7 +39,7 @@ func addsVec(dst []float32, srcs ...[]float32) int {
 
 func scaleVec(dst []float32, s float32) int {
 	n := len(dst) &^ 7
-	if !sumVector || n == 0 {
+	if !vector || n == 0 {
 		return 0
 	}
 	scaleAVX(&dst[0], n, s)
@@ -48,7 +48,7 @@ func scaleVec(dst []float32, s float32) int {
 
 func addScaleVec(out, x, a []float32, s float32) int {
 	n := len(out) &^ 7
-	if !sumVector || n == 0 {
+	if !vector || n == 0 {
 		return 0
 	}
 	_, _ = x[n-1], a[n-1]

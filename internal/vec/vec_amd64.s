@@ -1,8 +1,8 @@
 #include "textflag.h"
 
-// The in-process all-reduce's and the fused mean's loops, eight float32
-// lanes at a time: each element's additions in the Go loops' order, then
-// the multiplication, so the bits are the Go loops'. n is a multiple of 8.
+// vec.go's loops, eight float32 lanes at a time: each element's additions
+// in the Go loops' order, then the multiplication, so the bits are the Go
+// loops'. n is a multiple of 8.
 
 // func addsAVX(dst *float32, srcs *[4]*float32, k, n int): dst += srcs[0],
 // then srcs[1], ..., srcs[k-1], k from 1 to 4.
