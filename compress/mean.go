@@ -18,9 +18,14 @@ import (
 // mean(e_i) gives the workers' mean update and mean residual, up to float32
 // rounding. setSpread lets the compressor split its work over that many
 // cores (the run on the mean has the process to itself; 1 restores one core).
-type meanLinear interface{ setSpread(ways int) }
+// setSolo marks the run on the mean gradient (on) and its end (off).
+type meanLinear interface {
+	setSpread(ways int)
+	setSolo(on bool)
+}
 
 func (c *powerSGD) setSpread(ways int) { c.spread = ways }
+func (c *powerSGD) setSolo(on bool)    { c.solo = on }
 
 var _ dist.MeanExchanger = (*Exchange)(nil)
 
@@ -62,8 +67,10 @@ func (x *Exchange) ExchangeMean(grad []float32, step int, others []dist.MeanExch
 		ml.setSpread(par.Default().Workers())
 	}
 	x.solo, x.untimed = true, !timed
+	ml.setSolo(true)
 	err := x.exchange(grad, step, true)
 	x.solo, x.untimed = false, false
+	ml.setSolo(false)
 	ml.setSpread(1)
 	if err != nil {
 		return err

@@ -52,7 +52,9 @@ import (
 // M = g + (M - P Q^T) row by row in one pass over M (the same float32
 // arithmetic, in the same order). Each compressed value then crosses memory
 // about 24 bytes a step instead of 40. State and Residual write e out when
-// asked.
+// asked. On the run on the workers' mean gradient (fused steps) round 1's P
+// is round 0's, and a rank-1 matrix's M^T P is summed in round 0's pass over
+// M (onePass): M is read once a step instead of twice.
 type powerSGD struct {
 	cfg  PowerSGDConfig
 	seed int64
@@ -83,6 +85,14 @@ type powerSGD struct {
 	vanilla bool      // the last step was a vanilla all-reduce
 	sent    []float32 // Sent()'s buffer, allocated on first use
 	row     []float32 // decodeState's scratch row
+
+	// solo: the run on the workers' mean gradient (ExchangeMean), where
+	// round 1's P is round 0's own. Rank-1 matrices then add M^T P, with the
+	// P not yet normalised, in round 0's pass over M (one sum per part of
+	// the split, in acc at the matrix's Q offset), and round 1 scales it
+	// instead of reading M again: see onePass.
+	solo bool
+	acc  [][]float32
 }
 
 // psgdMatrix is one packed tensor viewed as an n x m matrix.
@@ -250,7 +260,11 @@ func (c *powerSGD) round0(grad []float32, flat bool, step int) Payload {
 		q := c.q[t.q : t.q+t.r*t.m]
 		psgdGramSchmidt(q, t.m, t.r, c.cfg.Epsilon)
 		p := c.pay0[t.pay0 : t.pay0+t.r*t.n]
-		c.split(t, t.n, func(lo, hi int) {
+		one := c.onePass(t)
+		if one {
+			c.clearAcc(t)
+		}
+		c.split(t, t.n, func(part, lo, hi int) {
 			var buf [psgdCoefBuf]float32
 			coef := psgdCoef(&buf, t.r)
 			for i := lo; i < hi; i++ {
@@ -266,6 +280,10 @@ func (c *powerSGD) round0(grad []float32, flat bool, step int) Payload {
 					psgdCompensateDot(row, g[i*t.m:(i+1)*t.m], c.lastQ[t.q:], q, t.m, coef, &dots)
 					for k, d := range dots[:t.r] {
 						p[k*t.n+i] = d
+					}
+					if one {
+						coef[0] = dots[0]
+						psgdOuterAdd(c.acc[part][t.q:], t.m, coef, row)
 					}
 					continue
 				case c.lazy:
@@ -285,6 +303,10 @@ func (c *powerSGD) round0(grad []float32, flat bool, step int) Payload {
 				}
 				if k < t.r {
 					p[k*t.n+i] = psgdDot(row, q[k*t.m:(k+1)*t.m])
+				}
+				if one {
+					coef[0] = p[i]
+					psgdOuterAdd(c.acc[part][t.q:], t.m, coef, row)
 				}
 			}
 		})
@@ -309,12 +331,22 @@ func (c *powerSGD) round1(prev Combined) (Payload, error) {
 		for i, v := range prev.Floats[t.pay0 : t.pay0+t.r*t.n] {
 			p[i] = v * inv
 		}
-		psgdGramSchmidt(p, t.n, t.r, c.cfg.Epsilon)
 		q := c.pay1[t.q : t.q+t.r*t.m]
+		if c.onePass(t) && prev.Workers == 1 { // P is round 0's own
+			// Q = M^T P / (|P| + epsilon), the sum from round 0.
+			var ss float64
+			for _, v := range p {
+				ss += float64(v) * float64(v)
+			}
+			psgdGramSchmidt(p, t.n, t.r, c.cfg.Epsilon)
+			c.scaleAcc(t, q, math.Sqrt(ss)+c.cfg.Epsilon)
+			continue
+		}
+		psgdGramSchmidt(p, t.n, t.r, c.cfg.Epsilon)
 		clear(q)
 		// Split by columns of M: each element of Q sums over the rows in
 		// the same order however the columns are split.
-		c.split(t, t.m, func(lo, hi int) {
+		c.split(t, t.m, func(_, lo, hi int) {
 			var buf [psgdCoefBuf]float32
 			coef := psgdCoef(&buf, t.r)
 			for i := 0; i < t.n; i++ {
@@ -395,7 +427,7 @@ func (c *powerSGD) decode(last Combined, dst []float32, info StepInfo, flat bool
 			}
 			continue
 		}
-		c.split(t, t.n, func(ilo, ihi int) {
+		c.split(t, t.n, func(_, ilo, ihi int) {
 			var buf [psgdCoefBuf]float32
 			coef := psgdCoef(&buf, t.r)
 			for i := ilo; i < ihi; i++ {
@@ -472,12 +504,47 @@ const psgdSplitMin = 1 << 15
 // split runs f over [0, n) (rows or columns of matrix t), in spread parts on
 // the shared helpers when t is large enough; every element is computed by
 // the same arithmetic in either case.
-func (c *powerSGD) split(t psgdMatrix, n int, f func(lo, hi int)) {
+func (c *powerSGD) split(t psgdMatrix, n int, f func(part, lo, hi int)) {
 	if c.spread <= 1 || t.n*t.m < psgdSplitMin {
-		f(0, n)
+		f(0, 0, n)
 		return
 	}
-	par.Default().Run(n, c.spread, func(_, lo, hi int) { f(lo, hi) })
+	par.Default().Run(n, c.spread, f)
+}
+
+// onePass reports whether matrix t's Q comes from round 0's pass over M:
+// on the run on the mean gradient (solo), at rank 1. There P's normalisation
+// is a single factor, so M^T P scaled by it is M^T times the normalised P.
+// (At higher ranks Gram-Schmidt mixes P's columns, and undoing that after
+// the product loses precision when they are nearly parallel.)
+func (c *powerSGD) onePass(t psgdMatrix) bool { return c.solo && t.r == 1 }
+
+// clearAcc zeroes every part's sum for matrix t before round 0.
+func (c *powerSGD) clearAcc(t psgdMatrix) {
+	for len(c.acc) < max(c.spread, 1) {
+		c.acc = append(c.acc, make([]float32, len(c.q)))
+	}
+	for _, a := range c.acc {
+		clear(a[t.q : t.q+t.m])
+	}
+}
+
+// scaleAcc writes matrix t's Q from round 0's sums into q: the parts added
+// in order, then divided by d, P's norm plus epsilon, as Gram-Schmidt
+// divides P (zero when d is).
+func (c *powerSGD) scaleAcc(t psgdMatrix, q []float32, d float64) {
+	if d == 0 {
+		clear(q)
+		return
+	}
+	inv := 1 / d
+	for j := range q {
+		var v float32
+		for _, a := range c.acc {
+			v += a[t.q+j]
+		}
+		q[j] = float32(float64(v) * inv)
+	}
 }
 
 // lowRankRow writes row i of P Q^T for matrix t into out. coef is scratch
