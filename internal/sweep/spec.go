@@ -286,7 +286,8 @@ func resolve(path string, spec Spec) (*Sweep, error) {
 // runSets is the override list of one run. train.progress is off because the
 // sweep prints one line per run instead of a progress bar. A key given again
 // (a variation's set overriding the common one) keeps only its last value, as
-// loading the list would, so that the list is a valid train command line.
+// loading the list would, so that the train command printed for the run gives
+// each key once (train warns of a key given again).
 func runSets(common, variation []string, seed int64) []string {
 	all := slices.Concat(common, variation, []string{"seed=" + strconv.FormatInt(seed, 10), "train.progress=false"})
 	key := func(kv string) string {
