@@ -59,9 +59,12 @@ type Pool struct {
 	pending atomic.Int32 // ranges 1..w-1 not yet done
 	// The current call's work, written before call is bumped; stable until
 	// its helpers are done.
-	fn     Func
-	n      int
-	linger time.Duration
+	fn Func
+	n  int
+	// linger is the latest call's (in nanoseconds): a helper that finds a
+	// call's ranges already taken (the caller ran them) lingers for it too,
+	// not for some earlier call's, so an atomic, read after the call is seen.
+	linger atomic.Int64
 }
 
 type helper struct {
@@ -141,7 +144,8 @@ const maxWorkers = 32
 // run is a call on the helpers; the caller holds p.busy.
 func (p *Pool) run(n, w int, f Func, linger time.Duration) {
 	gen := p.call.Load()>>8 + 1
-	p.fn, p.n, p.linger = f, n, linger
+	p.fn, p.n = f, n
+	p.linger.Store(int64(linger))
 	p.pending.Store(int32(w - 1))
 	p.claims.Store(gen << 32)
 	p.call.Store(gen<<8 | uint64(w))
@@ -191,8 +195,8 @@ func (p *Pool) loop(h *helper) {
 	linger := LingerOps
 	for {
 		seen = p.await(h, seen, linger)
+		linger = time.Duration(p.linger.Load())
 		if w := int(seen & 255); h.idx < w && p.claim(seen>>8, h.idx) {
-			linger = p.linger
 			p.fn(h.idx, h.idx*p.n/w, (h.idx+1)*p.n/w)
 			p.pending.Add(-1)
 		}
