@@ -274,9 +274,8 @@ func underLeaf(key string) bool {
 // parses as the key's type. Keys are matched case-insensitively, as viper matches the
 // file's keys.
 func parseSet(s string) (key, raw string, err error) {
-	key, raw, ok := strings.Cut(s, "=")
-	key = strings.ToLower(strings.TrimSpace(key))
-	if !ok || key == "" {
+	key, raw, ok := SplitSet(s)
+	if !ok {
 		return "", "", fmt.Errorf("%q: expected key=value, e.g. optim.lr=0.1", s)
 	}
 	f, known := fieldByKey[key]
@@ -289,17 +288,25 @@ func parseSet(s string) (key, raw string, err error) {
 	return key, raw, nil
 }
 
+// SplitSet splits one key=value override into its key, as Load matches it
+// (trimmed, in lower case), and its raw value; ok is false without an "=" or
+// with an empty key.
+func SplitSet(s string) (key, raw string, ok bool) {
+	key, raw, ok = strings.Cut(s, "=")
+	key = strings.ToLower(strings.TrimSpace(key))
+	return key, raw, ok && key != ""
+}
+
 // RepeatedSets describes each key that a list of key=value overrides gives
-// more than once (matched as parseSet matches them), with its values in
+// more than once (matched as Load matches them), with its values in
 // order, e.g. `optim.lr given 2 times ("0.1", "0.2")`: loading the list keeps
 // the last value. Malformed entries are left to Load.
 func RepeatedSets(sets []string) []string {
 	values := map[string][]string{}
 	var order []string
 	for _, s := range sets {
-		key, raw, ok := strings.Cut(s, "=")
-		key = strings.ToLower(strings.TrimSpace(key))
-		if !ok || key == "" {
+		key, raw, ok := SplitSet(s)
+		if !ok {
 			continue
 		}
 		if values[key] == nil {

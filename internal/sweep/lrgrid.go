@@ -37,8 +37,8 @@ type lrPoint struct {
 func setValues(sets []string) map[string]string {
 	last := map[string]string{}
 	for _, kv := range sets {
-		k, v, _ := strings.Cut(kv, "=")
-		last[strings.ToLower(strings.TrimSpace(k))] = strings.TrimSpace(v)
+		k, v, _ := configs.SplitSet(kv)
+		last[k] = strings.TrimSpace(v)
 	}
 	return last
 }

@@ -290,17 +290,15 @@ func resolve(path string, spec Spec) (*Sweep, error) {
 // each key once (train warns of a key given again).
 func runSets(common, variation []string, seed int64) []string {
 	all := slices.Concat(common, variation, []string{"seed=" + strconv.FormatInt(seed, 10), "train.progress=false"})
-	key := func(kv string) string {
-		k, _, _ := strings.Cut(kv, "=")
-		return strings.ToLower(strings.TrimSpace(k))
-	}
 	last := map[string]int{}
 	for i, kv := range all {
-		last[key(kv)] = i
+		if k, _, ok := configs.SplitSet(kv); ok {
+			last[k] = i
+		}
 	}
 	sets := make([]string, 0, len(all))
 	for i, kv := range all {
-		if k := key(kv); k == "" || !strings.Contains(kv, "=") || last[k] == i {
+		if k, _, ok := configs.SplitSet(kv); !ok || last[k] == i {
 			sets = append(sets, kv) // malformed entries stay, for Load to report
 		}
 	}
@@ -308,8 +306,8 @@ func runSets(common, variation []string, seed int64) []string {
 }
 
 func setsSeed(kv string) bool {
-	key, _, _ := strings.Cut(kv, "=")
-	return strings.EqualFold(strings.TrimSpace(key), "seed")
+	key, _, _ := configs.SplitSet(kv)
+	return key == "seed"
 }
 
 func checkSeeds(seeds []int64) error {
