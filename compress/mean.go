@@ -16,16 +16,12 @@ import (
 // the summed Q is (sum M_i)^T P, and the mean residual is mean(M_i) minus the
 // shared approximation. Running it once on mean(g_i) with the residual
 // mean(e_i) gives the workers' mean update and mean residual, up to float32
-// rounding. setSpread lets the compressor split its work over that many
-// cores (the run on the mean has the process to itself; 1 restores one core).
-// setSolo marks the run on the mean gradient (on) and its end (off).
-type meanLinear interface {
-	setSpread(ways int)
-	setSolo(on bool)
-}
+// rounding. setMeanRun(ways) starts the run on the mean (ways >= 1), whose
+// work the compressor may split over that many cores (it has the process to
+// itself), and setMeanRun(0) ends it.
+type meanLinear interface{ setMeanRun(ways int) }
 
-func (c *powerSGD) setSpread(ways int) { c.spread = ways }
-func (c *powerSGD) setSolo(on bool)    { c.solo = on }
+func (c *powerSGD) setMeanRun(ways int) { c.solo, c.spread = ways > 0, ways }
 
 var _ dist.MeanExchanger = (*Exchange)(nil)
 
@@ -63,15 +59,15 @@ func (x *Exchange) ExchangeMean(grad []float32, step int, others []dist.MeanExch
 	}
 	x.traffic.copyInto(&x.before)
 	ml := x.comp.(meanLinear)
+	ways := 1 // timed: one worker's computation, on one core
 	if !timed {
-		ml.setSpread(par.Default().Workers())
+		ways = par.Default().Workers()
 	}
+	ml.setMeanRun(ways)
 	x.solo, x.untimed = true, !timed
-	ml.setSolo(true)
 	err := x.exchange(grad, step, true)
 	x.solo, x.untimed = false, false
-	ml.setSolo(false)
-	ml.setSpread(1)
+	ml.setMeanRun(0)
 	if err != nil {
 		return err
 	}

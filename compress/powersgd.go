@@ -81,18 +81,20 @@ type powerSGD struct {
 
 	pcg     *rand.PCG
 	rng     *rand.Rand
-	spread  int       // ways to split large matrices' products (ExchangeMean); <= 1: none
+	spread  int       // ways to split large matrices' products (the mean run); <= 1: none
 	vanilla bool      // the last step was a vanilla all-reduce
 	sent    []float32 // Sent()'s buffer, allocated on first use
 	row     []float32 // decodeState's scratch row
 
 	// solo: the run on the workers' mean gradient (ExchangeMean), where
 	// round 1's P is round 0's own. Rank-1 matrices then add M^T P, with the
-	// P not yet normalised, in round 0's pass over M (one sum per part of
-	// the split, in acc at the matrix's Q offset), and round 1 scales it
-	// instead of reading M again: see onePass.
-	solo bool
-	acc  [][]float32
+	// P not yet normalised, in round 0's pass over M, one sum per block of
+	// psgdAccRows rows in acc (at the matrix's acc offset), and round 1 adds
+	// the blocks' sums and scales them instead of reading M again: see
+	// onePass. accLen is acc's length once allocated.
+	solo   bool
+	acc    []float32
+	accLen int
 }
 
 // psgdMatrix is one packed tensor viewed as an n x m matrix.
@@ -104,6 +106,7 @@ type psgdMatrix struct {
 	p    int // offset of P (r x n) in powerSGD.p
 	q    int // offset of Q (r x m) in powerSGD.q and in round 1's payload
 	pay0 int // offset of P, or of the dense values, in round 0's payload
+	acc  int // offset of the rank-1 one-pass sums (one row of m per block) in powerSGD.acc
 }
 
 // powerSGDEF is powerSGD with error feedback: only it exposes the residual.
@@ -150,6 +153,10 @@ func newPowerSGD(cfg Config, tensors []Tensor, _, _ int, seed int64, _ Hyper) (C
 		}
 		x := psgdMatrix{off: t.Offset, flat: t.FlatOffset, n: t.Shape[0], m: t.Size / t.Shape[0], p: np, q: nq, pay0: c.len0}
 		x.r = psgdCompressed(x.n, x.m, pc.Rank, pc.MinCompressionRate)
+		if x.r == 1 {
+			x.acc = c.accLen
+			c.accLen += psgdBlocks(x.n) * x.m
+		}
 		if x.r > 0 {
 			np += x.r * x.n
 			nq += x.r * x.m
@@ -261,13 +268,21 @@ func (c *powerSGD) round0(grad []float32, flat bool, step int) Payload {
 		psgdGramSchmidt(q, t.m, t.r, c.cfg.Epsilon)
 		p := c.pay0[t.pay0 : t.pay0+t.r*t.n]
 		one := c.onePass(t)
-		if one {
-			c.clearAcc(t)
+		if one && c.acc == nil {
+			c.acc = make([]float32, c.accLen)
 		}
-		c.split(t, t.n, func(part, lo, hi int) {
+		// Split by blocks of rows, so that the one pass's sums do not depend
+		// on how the blocks are split.
+		c.split(t, psgdBlocks(t.n), func(blo, bhi int) {
 			var buf [psgdCoefBuf]float32
 			coef := psgdCoef(&buf, t.r)
-			for i := lo; i < hi; i++ {
+			var acc []float32
+			for i := blo * psgdAccRows; i < min(bhi*psgdAccRows, t.n); i++ {
+				if one && i%psgdAccRows == 0 {
+					b := t.acc + i/psgdAccRows*t.m
+					acc = c.acc[b : b+t.m]
+					clear(acc)
+				}
 				// Compensate one row and use it while it is in cache.
 				row := mm[i*t.m : (i+1)*t.m]
 				switch {
@@ -283,7 +298,7 @@ func (c *powerSGD) round0(grad []float32, flat bool, step int) Payload {
 					}
 					if one {
 						coef[0] = dots[0]
-						psgdOuterAdd(c.acc[part][t.q:], t.m, coef, row)
+						psgdOuterAdd(acc, t.m, coef, row)
 					}
 					continue
 				case c.lazy:
@@ -306,7 +321,7 @@ func (c *powerSGD) round0(grad []float32, flat bool, step int) Payload {
 				}
 				if one {
 					coef[0] = p[i]
-					psgdOuterAdd(c.acc[part][t.q:], t.m, coef, row)
+					psgdOuterAdd(acc, t.m, coef, row)
 				}
 			}
 		})
@@ -346,7 +361,7 @@ func (c *powerSGD) round1(prev Combined) (Payload, error) {
 		clear(q)
 		// Split by columns of M: each element of Q sums over the rows in
 		// the same order however the columns are split.
-		c.split(t, t.m, func(_, lo, hi int) {
+		c.split(t, t.m, func(lo, hi int) {
 			var buf [psgdCoefBuf]float32
 			coef := psgdCoef(&buf, t.r)
 			for i := 0; i < t.n; i++ {
@@ -427,7 +442,7 @@ func (c *powerSGD) decode(last Combined, dst []float32, info StepInfo, flat bool
 			}
 			continue
 		}
-		c.split(t, t.n, func(_, ilo, ihi int) {
+		c.split(t, t.n, func(ilo, ihi int) {
 			var buf [psgdCoefBuf]float32
 			coef := psgdCoef(&buf, t.r)
 			for i := ilo; i < ihi; i++ {
@@ -501,15 +516,15 @@ func (c *powerSGD) decodeState(last Combined, info StepInfo) error {
 // it a hand-off costs more than the second core saves.
 const psgdSplitMin = 1 << 15
 
-// split runs f over [0, n) (rows or columns of matrix t), in spread parts on
-// the shared helpers when t is large enough; every element is computed by
-// the same arithmetic in either case.
-func (c *powerSGD) split(t psgdMatrix, n int, f func(part, lo, hi int)) {
+// split runs f over [0, n) (rows, blocks of rows or columns of matrix t), in
+// spread parts on the shared helpers when t is large enough; every element is
+// computed by the same arithmetic in either case.
+func (c *powerSGD) split(t psgdMatrix, n int, f func(lo, hi int)) {
 	if c.spread <= 1 || t.n*t.m < psgdSplitMin {
-		f(0, 0, n)
+		f(0, n)
 		return
 	}
-	par.Default().Run(n, c.spread, f)
+	par.Default().Run(n, c.spread, func(_, lo, hi int) { f(lo, hi) })
 }
 
 // onePass reports whether matrix t's Q comes from round 0's pass over M:
@@ -517,32 +532,30 @@ func (c *powerSGD) split(t psgdMatrix, n int, f func(part, lo, hi int)) {
 // is a single factor, so M^T P scaled by it is M^T times the normalised P.
 // (At higher ranks Gram-Schmidt mixes P's columns, and undoing that after
 // the product loses precision when they are nearly parallel.)
-func (c *powerSGD) onePass(t psgdMatrix) bool { return c.solo && t.r == 1 }
+func (c *powerSGD) onePass(t psgdMatrix) bool { return psgdOnePass && c.solo && t.r == 1 }
 
-// clearAcc zeroes every part's sum for matrix t before round 0.
-func (c *powerSGD) clearAcc(t psgdMatrix) {
-	for len(c.acc) < max(c.spread, 1) {
-		c.acc = append(c.acc, make([]float32, len(c.q)))
-	}
-	for _, a := range c.acc {
-		clear(a[t.q : t.q+t.m])
-	}
-}
+// psgdOnePass: BenchmarkPowerSGDMeanRun turns the one pass off to time both.
+var psgdOnePass = true
 
-// scaleAcc writes matrix t's Q from round 0's sums into q: the parts added
-// in order, then divided by d, P's norm plus epsilon, as Gram-Schmidt
+// psgdAccRows is the block of rows whose M^T P one sum holds in the one pass.
+const psgdAccRows = 64
+
+// psgdBlocks is the number of blocks of psgdAccRows rows in n rows.
+func psgdBlocks(n int) int { return (n + psgdAccRows - 1) / psgdAccRows }
+
+// scaleAcc writes matrix t's Q from round 0's sums into q: the blocks' sums
+// added in order, then divided by d, P's norm plus epsilon, as Gram-Schmidt
 // divides P (zero when d is).
 func (c *powerSGD) scaleAcc(t psgdMatrix, q []float32, d float64) {
+	clear(q)
 	if d == 0 {
-		clear(q)
 		return
 	}
+	for b := range psgdBlocks(t.n) {
+		psgdAdd(q, q, c.acc[t.acc+b*t.m:t.acc+(b+1)*t.m])
+	}
 	inv := 1 / d
-	for j := range q {
-		var v float32
-		for _, a := range c.acc {
-			v += a[t.q+j]
-		}
+	for j, v := range q {
 		q[j] = float32(float64(v) * inv)
 	}
 }

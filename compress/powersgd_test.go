@@ -741,30 +741,34 @@ func BenchmarkPowerSGD(b *testing.B) {
 }
 
 // Splitting the products over cores (the run on the mean gradient) changes
-// no bit: rows of P and of the decoded mean are independent, and each
-// element of Q sums over the rows in the same order however the columns are
-// split. The first matrix is large enough to split, the second is not.
+// no bit: rows of P and of the decoded mean are independent, each element
+// of Q sums over the rows in the same order however the columns are split,
+// and at rank 1 the one pass sums M^T P by fixed blocks of rows. The first
+// matrix is large enough to split, the second is not.
 func TestPowerSGDSplitSameBits(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	shapes := [][]int{{300, 257}, {12, 10}}
 	size := 300*257 + 12*10
-	cfg := psgdConfig(2)
-	one := psgdBuild(t, cfg, 1, shapes...)
-	spread := psgdBuild(t, cfg, 1, shapes...)
-	spread[0].(meanLinear).setSpread(3)
-	for step := 0; step < 4; step++ {
-		g := f32s(psgdRandom(rng, size))
-		a, _ := psgdStep(t, one, [][]float32{append([]float32(nil), g...)}, step)
-		b, _ := psgdStep(t, spread, [][]float32{append([]float32(nil), g...)}, step)
-		for i := range a[0] {
-			if math.Float32bits(a[0][i]) != math.Float32bits(b[0][i]) {
-				t.Fatalf("step %d: value %d is %v split, %v not", step, i, b[0][i], a[0][i])
+	for _, rank := range []int{1, 2} {
+		cfg := psgdConfig(rank)
+		one := psgdBuild(t, cfg, 1, shapes...)
+		spread := psgdBuild(t, cfg, 1, shapes...)
+		one[0].(meanLinear).setMeanRun(1)
+		spread[0].(meanLinear).setMeanRun(3)
+		for step := 0; step < 4; step++ {
+			g := f32s(psgdRandom(rng, size))
+			a, _ := psgdStep(t, one, [][]float32{append([]float32(nil), g...)}, step)
+			b, _ := psgdStep(t, spread, [][]float32{append([]float32(nil), g...)}, step)
+			for i := range a[0] {
+				if math.Float32bits(a[0][i]) != math.Float32bits(b[0][i]) {
+					t.Fatalf("rank %d step %d: value %d is %v split, %v not", rank, step, i, b[0][i], a[0][i])
+				}
 			}
-		}
-		ra, rb := one[0].(ErrorFeedback).Residual(), spread[0].(ErrorFeedback).Residual()
-		for i := range ra {
-			if math.Float32bits(ra[i]) != math.Float32bits(rb[i]) {
-				t.Fatalf("step %d: residual %d is %v split, %v not", step, i, rb[i], ra[i])
+			ra, rb := one[0].(ErrorFeedback).Residual(), spread[0].(ErrorFeedback).Residual()
+			for i := range ra {
+				if math.Float32bits(ra[i]) != math.Float32bits(rb[i]) {
+					t.Fatalf("rank %d step %d: residual %d is %v split, %v not", rank, step, i, rb[i], ra[i])
+				}
 			}
 		}
 	}
@@ -841,5 +845,59 @@ func TestPowerSGDMeanRunOnePass(t *testing.T) {
 		if rank == 1 && (worst > 1e-5 || worst == 0) {
 			t.Fatalf("rank 1: the mean run's one pass is off by %.3g of the largest value (want rounding: above 0, at most 1e-5)", worst)
 		}
+	}
+}
+
+// BenchmarkPowerSGDMeanRun times PowerSGD's exchange on the workers' mean
+// gradient (ExchangeMean, as on fused steps, split over the pool's cores) on
+// the MLP's tensors (784x512, 512x256, 256x10 and biases) at rank 1, with
+// round 1's M^T P from round 0's pass (onepass) and from a second pass over M
+// (twopass). Each iteration exchanges the same gradient (copied in: about a
+// tenth of the time).
+func BenchmarkPowerSGDMeanRun(b *testing.B) {
+	shapes := [][]int{{784, 512}, {512}, {512, 256}, {256}, {256, 10}, {10}}
+	var params []optim.Param
+	size := 0
+	for i, s := range shapes {
+		n := 1
+		for _, d := range s {
+			n *= d
+		}
+		params = append(params, optim.Param{Name: fmt.Sprintf("t%d", i), Kind: optim.KindLinear, Shape: s, Value: make([]float32, n), Grad: make([]float32, n)})
+		size += n
+	}
+	for _, one := range []bool{true, false} {
+		name := "twopass"
+		if one {
+			name = "onepass"
+		}
+		b.Run(name, func(b *testing.B) {
+			defer func(v bool) { psgdOnePass = v }(psgdOnePass)
+			psgdOnePass = one
+			cfg := DefaultConfig()
+			cfg.Name, cfg.PowerSGD.StartIter = "powersgd", 0
+			members, err := dist.NewLocal(1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			x, err := NewExchange(cfg, params, members[0], 1, Hyper{}, func(step int) StepInfo { return StepInfo{Step: step, Workers: 1} })
+			if err != nil {
+				b.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(1, 2))
+			g0 := make([]float32, size)
+			for i := range g0 {
+				g0[i] = float32(rng.NormFloat64())
+			}
+			g := make([]float32, size)
+			step := 0
+			for b.Loop() {
+				copy(g, g0)
+				if err := x.ExchangeMean(g, step, nil, false); err != nil {
+					b.Fatal(err)
+				}
+				step++
+			}
+		})
 	}
 }
