@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/gradwire/gradwire/optim"
@@ -847,6 +848,44 @@ func BenchmarkDGCWorkers(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkDGCStateFloor times the least work any DGC encode with momentum
+// correction does a step: each worker's u = m*u + g and v += u (reading g, u
+// and v, writing u and v: 20 bytes a parameter), nothing else (no weight
+// decay, no selection, no encoding), for eight workers with the MLP's 535,818
+// parameters each, four on each of two goroutines as the engine's two
+// replicas run them. Compared with the step of `gradwire bench --engine
+// --model mlp --scenario 8/2/none`, it bounds from below what DGC can add to
+// that step while it keeps the paper's float32 state per worker.
+func BenchmarkDGCStateFloor(b *testing.B) {
+	const workers, n = 8, 401408 + 131072 + 3338
+	rng := rand.New(rand.NewPCG(3, 4))
+	state := make([][3][]float32, workers) // g, u, v
+	for w := range state {
+		for j := range state[w] {
+			s := make([]float32, n)
+			for i := range s {
+				s[i] = float32(rng.NormFloat64())
+			}
+			state[w][j] = s
+		}
+	}
+	h := Hyper{Momentum: 0.9}
+	var wg sync.WaitGroup
+	for b.Loop() {
+		for half := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for _, s := range state[half*workers/2 : (half+1)*workers/2] {
+					momentumAccumulate(s[0], nil, s[1], s[2], 1, h)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	b.ReportMetric(float64(workers*n*20)/1e6, "MB/step")
 }
 
 // benchDGCWorkers encodes steps of eight DGC workers on tensors of the sizes.
