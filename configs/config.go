@@ -110,6 +110,12 @@ type DistConfig struct {
 	// 2016): each step takes the first N-b gradients to arrive, in the
 	// order dist.delay's step times give, and leaves out the rest.
 	Backups int `mapstructure:"backups" yaml:"backups"`
+	// Passes is how a replica computes its workers' gradients: auto (one
+	// pass over all its workers' examples where dist.Engine.Fuse allows:
+	// fused where the exchange needs only the mean, grouped where it needs
+	// each worker's own gradient) or one_by_one (a pass per worker, always).
+	// They agree to float32 rounding; which is faster depends on the CPU.
+	Passes string `mapstructure:"passes" yaml:"passes"`
 }
 
 // NetworkConfig is the `network` section: the cluster the time model predicts for.

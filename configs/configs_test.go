@@ -591,6 +591,7 @@ func TestValidateAll(t *testing.T) {
 	c.Dist.Workers, c.Dist.Replicas, c.Dist.Backend = 0, -1, "grpc"
 	c.Dist.Ranks, c.Dist.CheckEvery, c.Dist.Pipeline, c.Data.GlobalBatch = -1, 0, 0, -8
 	c.Dist.Mode, c.Dist.Staleness, c.Dist.Delay, c.Dist.DelayMean, c.Dist.Backups = "gossip", -2, "weibull", 0, -1
+	c.Dist.Passes = "fused"
 	c.Compress.Name = "zip"
 	c.Compress.MinSize, c.Compress.Density = -1, 2
 	c.Compress.DGC.ClipNorm, c.Compress.DGC.WarmupEpochs, c.Compress.DGC.WarmupSchedule, c.Compress.DGC.SampleRatio = -1, -1, "fast", 0

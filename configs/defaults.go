@@ -58,6 +58,7 @@ func Default() Config {
 			Staleness:  0,
 			Delay:      "none",
 			DelayMean:  0.1,
+			Passes:     "auto",
 		},
 		Compress: compress.DefaultConfig(),
 		Network: NetworkConfig{

@@ -15,6 +15,7 @@ var (
 	dataNames     = []string{"fashion-mnist", "mnist", "cifar10", "cifar100", "tinyshakespeare"}
 	backendNames  = []string{"local", "mpi"}
 	distModes     = []string{"allreduce", "ps"}
+	distPasses    = []string{"auto", "one_by_one"}
 	trainModes    = []string{TrainModeSerial, TrainModeLayerParallel}
 	delayNames    = []string{"none", "exp"}
 	topologyNames = dist.AlgorithmNames()
@@ -112,6 +113,7 @@ func (c Config) problems() []problem.Problem {
 	ps.Need(c.Dist.Pipeline != 2 || m.Precision != models.PrecisionFloat64, "dist.pipeline", c.Dist.Pipeline,
 		"2 needs model.precision float32 (float64 gradients are exchanged synchronously)")
 	ps.OneOf("dist.mode", c.Dist.Mode, distModes)
+	ps.OneOf("dist.passes", c.Dist.Passes, distPasses)
 	ps.Need(c.Dist.Staleness >= -1, "dist.staleness", c.Dist.Staleness, "must be -1 (asynchronous), 0 (synchronous) or a bound k > 0")
 	ps.OneOf("dist.delay", c.Dist.Delay, delayNames)
 	ps.Need(c.Dist.DelayMean > 0 && finite(c.Dist.DelayMean), "dist.delay_mean", c.Dist.DelayMean, "must be a finite mean delay > 0, in units of a step's compute time")
