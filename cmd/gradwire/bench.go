@@ -74,8 +74,8 @@ or WORKERS/REPLICAS/COMPRESSOR/unfused to keep the workers' steps one by one
 where the trainer computes a replica's workers in one pass (models without
 BatchNorm: one fused batch with compress.name none or powersgd, one grouped
 pass with each worker's own gradient for the other compressors on mlp,
-lenet5, lstm and charlstm); the default is 1/1/none, 8/2/none, 8/2/dgc and
-8/2/powersgd. Each replica's
+lenet5, lstm and charlstm; /unfused is what dist.passes one_by_one trains);
+the default is 1/1/none, 8/2/none, 8/2/dgc and 8/2/powersgd. Each replica's
 fast ops split their work over GOMAXPROCS/replicas goroutines, as in training.
 The scenarios are built up front, warmed up in turn, then timed in --trials
 rounds, each round a block of --steps steps of every scenario in rotating

@@ -192,8 +192,8 @@ func (j *job) setupReplicas(ctx context.Context, in models.Input, evalBatch int)
 	}
 	// Where it gives the same mean (dense float32 exchange, a model without
 	// BatchNorm, every worker in this process), each replica computes its
-	// workers as one batch; otherwise Fuse says why not and steps run
-	// worker by worker, as dist.passes one_by_one asks for.
+	// workers as one batch; otherwise (Fuse says why not), or with
+	// dist.passes one_by_one, steps run worker by worker.
 	if j.cfg.Dist.Passes == "one_by_one" || j.engine.Fuse() != nil {
 		return nil
 	}
