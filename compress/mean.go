@@ -21,7 +21,7 @@ import (
 // itself), and setMeanRun(0) ends it.
 type meanLinear interface{ setMeanRun(ways int) }
 
-func (c *powerSGD) setMeanRun(ways int) { c.solo, c.spread = ways > 0, ways }
+func (c *powerSGD) setMeanRun(ways int) { c.spread = ways }
 
 var _ dist.MeanExchanger = (*Exchange)(nil)
 

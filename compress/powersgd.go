@@ -79,20 +79,22 @@ type powerSGD struct {
 	vanWire0     []int64   // vanilla TensorWire of round 0
 	vanWire1     []int64   // vanilla TensorWire of round 1 (zeros)
 
-	pcg     *rand.PCG
-	rng     *rand.Rand
-	spread  int       // ways to split large matrices' products (the mean run); <= 1: none
+	pcg *rand.PCG
+	rng *rand.Rand
+	// spread > 0: the run on the workers' mean gradient (ExchangeMean,
+	// setMeanRun), whose large matrices' products are split that many ways
+	// (1: not split); 0 outside it.
+	spread  int
 	vanilla bool      // the last step was a vanilla all-reduce
 	sent    []float32 // Sent()'s buffer, allocated on first use
 	row     []float32 // decodeState's scratch row
 
-	// solo: the run on the workers' mean gradient (ExchangeMean), where
-	// round 1's P is round 0's own. Rank-1 matrices then add M^T P, with the
-	// P not yet normalised, in round 0's pass over M, one sum per block of
-	// psgdAccRows rows in acc (at the matrix's acc offset), and round 1 adds
-	// the blocks' sums and scales them instead of reading M again: see
-	// onePass. accLen is acc's length once allocated.
-	solo   bool
+	// On the run on the workers' mean gradient round 1's P is round 0's
+	// own. Rank-1 matrices then add M^T P, with the P not yet normalised, in
+	// round 0's pass over M, one sum per block of psgdAccRows rows in acc (at
+	// the matrix's acc offset), and round 1 adds the blocks' sums and scales
+	// them instead of reading M again: see onePass. accLen is acc's length
+	// once allocated.
 	acc    []float32
 	accLen int
 }
@@ -528,11 +530,11 @@ func (c *powerSGD) split(t psgdMatrix, n int, f func(lo, hi int)) {
 }
 
 // onePass reports whether matrix t's Q comes from round 0's pass over M:
-// on the run on the mean gradient (solo), at rank 1. There P's normalisation
+// on the run on the mean gradient (spread > 0), at rank 1. There P's normalisation
 // is a single factor, so M^T P scaled by it is M^T times the normalised P.
 // (At higher ranks Gram-Schmidt mixes P's columns, and undoing that after
 // the product loses precision when they are nearly parallel.)
-func (c *powerSGD) onePass(t psgdMatrix) bool { return psgdOnePass && c.solo && t.r == 1 }
+func (c *powerSGD) onePass(t psgdMatrix) bool { return psgdOnePass && c.spread > 0 && t.r == 1 }
 
 // psgdOnePass: BenchmarkPowerSGDMeanRun turns the one pass off to time both.
 var psgdOnePass = true
