@@ -71,6 +71,10 @@ type selector struct {
 	hist [1 << 11]int
 	keys []uint32
 	heap []heapEntry
+	// The sampled prefilter's scratch (prefilter).
+	samp  []float32
+	cand  []int32
+	cvals []float32
 }
 
 // smallTopMax is the largest k that the heap scan takes.
@@ -185,6 +189,14 @@ func (s *selector) topK(v []float32, k int, idx []int32) []int32 {
 	if k <= 0 {
 		return idx[:0]
 	}
+	if s.prefilter(v, k, idx) {
+		return idx[:k]
+	}
+	return s.topKAll(v, k, idx)
+}
+
+// topKAll is topK by a pass over all of v, for 0 < k < len(v).
+func (s *selector) topKAll(v []float32, k int, idx []int32) []int32 {
 	if k <= smallTopMax && s.heapTop(v, k) {
 		idx = idx[:k]
 		for i, e := range s.heap {
@@ -215,6 +227,62 @@ func (s *selector) topK(v []float32, k int, idx []int32) []int32 {
 		}
 	}
 	return idx
+}
+
+// The sampled prefilter of topK, for a k that is a small share of a large
+// v: the magnitudes of every prefilterStride-th element give a bound that
+// about 3k + 16·prefilterStride elements reach; one vector scan collects
+// those, and the top-k is taken among them. Whenever at least k elements
+// reach the bound, the k-th largest magnitude is at or above it, so every
+// element of the top-k (ties included) is among those collected, in index
+// order: the result is topKAll's exactly, for any v. When fewer pass (a
+// sample that misjudged v, which random data does not produce) or the bound
+// is zero (mostly zeros: all would pass), topKAll takes v whole.
+const (
+	prefilterStride = 257     // odd, so it does not alias with power-of-two rows; 1 KB apart
+	prefilterMinN   = 1 << 14 // below this the pass over v is cheap anyway
+	prefilterShare  = 64      // k at most n/64
+)
+
+// prefilter is topK through the sampled prefilter; it reports false, with
+// idx unspecified, where topKAll must take v whole.
+func (s *selector) prefilter(v []float32, k int, idx []int32) bool {
+	n := len(v)
+	if n < prefilterMinN || k*prefilterShare > n {
+		return false
+	}
+	samp := s.samp[:0]
+	for i := prefilterStride / 2; i < n; i += prefilterStride {
+		samp = append(samp, v[i])
+	}
+	s.samp = samp
+	// Three times the samples expected above the k-th largest, and 16 more:
+	// a bound below the k-th largest, but for a vanishing chance.
+	r := 3*k*len(samp)/n + 16
+	if r >= len(samp) {
+		return false
+	}
+	bound, _ := s.kth(samp, r)
+	if bound == 0 {
+		return false
+	}
+	s.cand = appendAtLeast(s.cand[:0], v, bound, 0)
+	if len(s.cand) < k {
+		return false
+	}
+	vals := s.cvals[:0]
+	for _, i := range s.cand {
+		vals = append(vals, v[i])
+	}
+	s.cvals = vals
+	if k >= len(vals) {
+		copy(idx, s.cand)
+		return true
+	}
+	for j, p := range s.topKAll(vals, k, idx) {
+		idx[j] = s.cand[p]
+	}
+	return true
 }
 
 // kth returns the magnitude bits of the k-th largest magnitude in v

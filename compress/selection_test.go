@@ -199,3 +199,69 @@ func TestSelectorHeapScan(t *testing.T) {
 		t.Error("heapTop kept scanning 4096 rising magnitudes")
 	}
 }
+
+// TestSelectorPrefilter: on tensors large enough for the sampled prefilter,
+// topK must still give the sort's answer (ties to the lowest index), whether
+// the prefilter serves it or gives way to the whole pass: Gaussian data (the
+// prefilter must serve), exact ties, mostly zeros (a zero bound), NaNs and
+// infinities, rising magnitudes, and large values only at the sampled
+// positions (a sample that overestimates).
+func TestSelectorPrefilter(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	gens := []struct {
+		name  string
+		gen   func(i int) float32
+		serve bool // the prefilter must take it
+	}{
+		{"normal", func(int) float32 { return float32(rng.NormFloat64()) }, true},
+		{"ties", func(int) float32 { return float32(rng.IntN(9)-4) * 0.25 }, true},
+		{"zeros", func(int) float32 {
+			if rng.IntN(200) == 0 {
+				return float32(rng.NormFloat64())
+			}
+			return 0
+		}, false},
+		{"nan-inf", func(int) float32 {
+			switch rng.IntN(3000) {
+			case 0:
+				return float32(math.NaN())
+			case 1:
+				return float32(math.Inf(-1))
+			}
+			return float32(rng.NormFloat64())
+		}, true},
+		{"rising", func(i int) float32 { return float32(i) }, true},
+		{"sampled-positions", func(i int) float32 {
+			if i%prefilterStride == prefilterStride/2 {
+				return 100 + float32(rng.NormFloat64())
+			}
+			return float32(rng.NormFloat64())
+		}, false},
+	}
+	var s selector
+	for _, g := range gens {
+		for _, n := range []int{prefilterMinN, 70001} {
+			v := make([]float32, n)
+			for i := range v {
+				v[i] = g.gen(i)
+			}
+			idx := make([]int32, n)
+			for _, k := range []int{1, 7, 64, 200, n / prefilterShare} {
+				want := referenceTopK(v, k)
+				if got := s.topK(v, k, idx); !slices.Equal(got, want) {
+					t.Fatalf("%s n=%d k=%d: %d indices, want %d (first %v, want %v)", g.name, n, k, len(got), len(want), got[:min(5, len(got))], want[:min(5, len(want))])
+				}
+				served := s.prefilter(v, k, idx)
+				if g.serve && !served {
+					t.Errorf("%s n=%d k=%d: the prefilter gave way", g.name, n, k)
+				}
+				if !g.serve && served && g.name == "zeros" {
+					t.Errorf("%s n=%d k=%d: the prefilter served with a zero bound", g.name, n, k)
+				}
+				if served && !slices.Equal(idx[:k], want) {
+					t.Fatalf("%s n=%d k=%d: the prefilter's own answer differs", g.name, n, k)
+				}
+			}
+		}
+	}
+}
