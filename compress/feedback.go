@@ -3,6 +3,7 @@ package compress
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 
 	"github.com/gradwire/gradwire/dist"
@@ -10,21 +11,50 @@ import (
 
 // memory is error feedback (the residual accumulation of Seide et al. 2014 and
 // Lin et al. 2018): what a worker did not send is added to its next gradient.
-// It keeps the compensated gradient of the step, so that the invariant
-// compensated == sent + residual can be checked.
+// It keeps what the compensated gradient of the step was, so that the
+// invariant compensated == sent + residual can be checked.
+//
+// For a compressor whose own payload is a few entries (sparseSender), the
+// step's passes shrink to one: Compensate writes the compensated gradient
+// into the residual as well, as though nothing were sent, and Update
+// subtracts the sent values at their positions only; Compensated and Sent are
+// rebuilt from the residual and those entries when asked for.
 type memory struct {
 	residual    []float32
-	compensated []float32
+	compensated []float32 // dense mode only
+
+	sparse   bool
+	sentIdx  []int32   // sparse mode: positions of the own payload's entries
+	sentVals []float32 // their decoded values (as DecodeAdd adds them to zeros)
+	sentPre  []float32 // the compensated gradient there
+	compBuf  []float32 // Compensated(), built on demand in sparse mode
+	sentBuf  []float32 // Sent(), likewise
 }
 
-// newMemory is error feedback for a packed buffer of n values.
-func newMemory(n int) *memory {
-	return &memory{residual: make([]float32, n), compensated: make([]float32, n)}
+// newMemory is error feedback for a packed buffer of n values; sparse is
+// the mode for a sparseSender.
+func newMemory(n int, sparse bool) *memory {
+	m := &memory{residual: make([]float32, n), sparse: sparse}
+	if !sparse {
+		m.compensated = make([]float32, n)
+	}
+	return m
 }
 
-// Compensate adds the residual to g in place (g becomes the compensated gradient).
+// Compensate adds the residual to g in place (g becomes the compensated
+// gradient) and keeps a copy: in the residual itself in sparse mode.
 func (m *memory) Compensate(g []float32) {
-	g, c := g[:len(m.residual)], m.compensated[:len(m.residual)]
+	g = g[:len(m.residual)]
+	if m.sparse {
+		r := m.residual
+		for i, e := range r {
+			g[i] += e
+			r[i] = g[i]
+		}
+		m.sentIdx, m.sentVals, m.sentPre = m.sentIdx[:0], m.sentVals[:0], m.sentPre[:0]
+		return
+	}
+	c := m.compensated[:len(m.residual)]
 	for i, e := range m.residual {
 		g[i] += e
 		c[i] = g[i] // one pass: the compensated copy is kept as it is made
@@ -39,11 +69,67 @@ func (m *memory) Update(sent []float32) {
 	}
 }
 
+// UpdateSparse is Update in sparse mode: it takes the sent entries from the
+// compressor, and as the residual holds the compensated gradient, only their
+// positions change. Each sent value is taken as 0 + v, the value DecodeAdd
+// leaves in a cleared buffer, so that the residual is bit for bit what
+// Update would have made.
+func (m *memory) UpdateSparse(c sparseSender) {
+	m.sentIdx, m.sentVals = c.appendSent(m.sentIdx[:0], m.sentVals[:0])
+	m.sentPre = m.sentPre[:0]
+	var zero float32
+	r := m.residual
+	for i, j := range m.sentIdx {
+		m.sentPre = append(m.sentPre, r[j])
+		r[j] -= zero + m.sentVals[i]
+	}
+}
+
 // Residual is the current residual (aliased).
 func (m *memory) Residual() []float32 { return m.residual }
 
-// Compensated is the last compensated gradient (aliased).
-func (m *memory) Compensated() []float32 { return m.compensated }
+// Compensated is the last compensated gradient (aliased in dense mode; a
+// copy rebuilt on each call in sparse mode).
+func (m *memory) Compensated() []float32 {
+	if !m.sparse {
+		return m.compensated
+	}
+	d := grow(&m.compBuf, len(m.residual))
+	copy(d, m.residual)
+	for i, j := range m.sentIdx {
+		d[j] = m.sentPre[i]
+	}
+	return d
+}
+
+// sent is what the own payload decodes to, in sparse mode (rebuilt on each
+// call).
+func (m *memory) sent() []float32 {
+	d := grow(&m.sentBuf, len(m.residual))
+	clear(d)
+	var zero float32
+	for i, j := range m.sentIdx {
+		d[j] = zero + m.sentVals[i]
+	}
+	return d
+}
+
+// grow makes *b n values long the first time.
+func grow(b *[]float32, n int) []float32 {
+	if *b == nil {
+		*b = make([]float32, n)
+	}
+	return *b
+}
+
+// sparseSender is a compressor whose own payload decodes to a few entries:
+// appendSent appends their packed positions (no repeats) and their values as
+// DecodeAdd adds them (float16-rounded where the payload carries float16).
+// It is valid after the last round's Encode until the compressor's next
+// Encode or DecodeAdd.
+type sparseSender interface {
+	appendSent(idx []int32, vals []float32) ([]int32, []float32)
+}
 
 // ErrorFeedback is a worker's residual as Exchange.Feedback reports it: the
 // exchange's own for compressors with Needs.ErrorFeedback, the compressor's
@@ -65,16 +151,27 @@ type sender struct {
 	c     Compressor
 	needs Needs
 	mem   *memory   // nil without Needs.ErrorFeedback
-	sent  []float32 // DecodeAdd of this worker's own payload
-	ef    ErrorFeedback
-	whole CombinedDecoder // non-nil when the compressor decodes the combined result itself
+	sent  []float32 // DecodeAdd of this worker's own payload (not with sparse)
+	// sparse: the compressor lists its own payload's entries; the residual
+	// then changes only there (memory's sparse mode).
+	sparse   sparseSender
+	sentIdx  []int32
+	sentVals []float32
+	ef       ErrorFeedback
+	whole    CombinedDecoder // non-nil when the compressor decodes the combined result itself
 }
 
 func newSender(name string, c Compressor, n int) *sender {
 	s := &sender{name: name, c: c, needs: c.Needs()}
 	s.whole, _ = c.(CombinedDecoder)
 	if s.needs.ErrorFeedback {
-		s.mem, s.sent = newMemory(n), make([]float32, n)
+		if n <= math.MaxInt32 { // sparseSender's positions are int32
+			s.sparse, _ = c.(sparseSender)
+		}
+		s.mem = newMemory(n, s.sparse != nil)
+		if s.sparse == nil {
+			s.sent = make([]float32, n)
+		}
 		s.ef = s
 	} else if ef, ok := c.(ErrorFeedback); ok {
 		s.ef = ef
@@ -94,6 +191,10 @@ func (s *sender) Compress(r int, grad []float32, prev Combined, info StepInfo) (
 		return p, err
 	}
 	// Decode before the collective: an all-reduce sums into p.Floats.
+	if s.sparse != nil {
+		s.mem.UpdateSparse(s.sparse)
+		return p, nil
+	}
 	clear(s.sent)
 	if err := s.c.DecodeAdd(p, s.sent, info); err != nil {
 		return p, fmt.Errorf("%s: decoding the own payload: %w", s.name, err)
@@ -147,7 +248,12 @@ func (s *sender) Feedback() ErrorFeedback { return s.ef }
 func (s *sender) Compensated() []float32 { return s.mem.Compensated() }
 
 // Sent is what this worker's payload decodes to.
-func (s *sender) Sent() []float32 { return s.sent }
+func (s *sender) Sent() []float32 {
+	if s.sparse != nil {
+		return s.mem.sent()
+	}
+	return s.sent
+}
 
 // Residual is what is carried into the next step.
 func (s *sender) Residual() []float32 { return s.mem.Residual() }

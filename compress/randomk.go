@@ -39,7 +39,11 @@ type randomK struct {
 	tw      []int64
 }
 
-var _ Compressor = (*randomK)(nil)
+var (
+	_ Compressor       = (*randomK)(nil)
+	_ sparseSender     = (*randomK)(nil)
+	_ statelessDecoder = (*randomK)(nil)
+)
 
 // newRandomK builds worker's random-k. seed must be the same on every worker
 // (the exchange passes the run's seed to all of them).
@@ -125,6 +129,24 @@ func (c *randomK) Encode(_ int, grad []float32, _ Combined, info StepInfo) (Payl
 	}
 	return Payload{Floats: c.vals, Wire: c.wire, TensorWire: c.tw}, nil
 }
+
+// appendSent lists the own payload's entries (sparseSender): the step's
+// packed positions and the values Encode left in the payload (rounded to
+// float16 there where they travel as float16). Before the all-reduce only:
+// it sums into those values.
+func (c *randomK) appendSent(idx []int32, vals []float32) ([]int32, []float32) {
+	for ti, t := range c.tensors {
+		o, k := c.koff[ti], c.ks[ti]
+		for j, i := range c.idx[o : o+k] {
+			idx, vals = append(idx, int32(t.Offset)+i), append(vals, c.vals[o+j])
+		}
+	}
+	return idx, vals
+}
+
+// statelessDecode: DecodeAdd writes only dst, and the step's positions,
+// which it draws again when they are not this step's.
+func (c *randomK) statelessDecode() {}
 
 // DecodeAdd adds the summed values at the step's positions.
 func (c *randomK) DecodeAdd(p Payload, dst []float32, info StepInfo) error {

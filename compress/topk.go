@@ -33,7 +33,11 @@ type topK struct {
 	tw   []int64 // bytes per tensor
 }
 
-var _ Compressor = (*topK)(nil)
+var (
+	_ Compressor       = (*topK)(nil)
+	_ sparseSender     = (*topK)(nil)
+	_ statelessDecoder = (*topK)(nil)
+)
 
 func newTopK(cfg Config, tensors []Tensor, _, _ int, _ int64, _ Hyper) (Compressor, error) {
 	if err := checkDensity(cfg.Density); err != nil {
@@ -86,6 +90,27 @@ func (c *topK) Encode(_ int, grad []float32, _ Combined, _ StepInfo) (Payload, e
 	}
 	return Payload{Bytes: c.enc.Bytes(), Wire: int64(c.enc.Len()), TensorWire: c.tw}, nil
 }
+
+// appendSent lists the own payload's entries (sparseSender): the selected
+// packed positions and their values, float16-rounded where they travel as
+// float16.
+func (c *topK) appendSent(idx []int32, vals []float32) ([]int32, []float32) {
+	for ti, t := range c.tensors {
+		o, k := c.koff[ti], c.ks[ti]
+		for j, i := range c.idx[o : o+k] {
+			v := c.vals[o+j]
+			if c.fp16 {
+				v = F32FromF16(F16FromF32(v))
+			}
+			idx, vals = append(idx, int32(t.Offset)+i), append(vals, v)
+		}
+	}
+	return idx, vals
+}
+
+// statelessDecode: DecodeAdd writes only dst and its scratch (idx, vals,
+// which Encode has consumed).
+func (c *topK) statelessDecode() {}
 
 // DecodeAdd scatter-adds one worker's values.
 func (c *topK) DecodeAdd(p Payload, dst []float32, _ StepInfo) error {
