@@ -280,7 +280,7 @@ func workerExtraBytesPerParam(c compress.Config) float64 {
 	case "topk", "randomk":
 		comp = sparse
 		if c.Residual {
-			comp += 12
+			comp += 4 // the residual (sparse error feedback: no dense copies)
 		}
 		if c.Name == "randomk" {
 			comp += 1.0 / 8
