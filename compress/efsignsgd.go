@@ -51,6 +51,10 @@ func (c *efSignSGD) Encode(_ int, grad []float32, _ Combined, _ StepInfo) (Paylo
 	return Payload{Bytes: c.enc.Bytes(), Wire: int64(c.enc.Len()), TensorWire: c.tw}, nil
 }
 
+// statelessDecode: DecodeAdd writes only dst (the scale is scratch that Encode rewrites), so a worker
+// that does not keep the mean skips decoding.
+func (c *efSignSGD) statelessDecode() {}
+
 // DecodeAdd adds one worker's signed scales.
 func (c *efSignSGD) DecodeAdd(p Payload, dst []float32, _ StepInfo) error {
 	if err := checkSize(p, c.wire); err != nil {

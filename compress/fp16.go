@@ -30,6 +30,10 @@ func (c *fp16) Encode(_ int, grad []float32, _ Combined, _ StepInfo) (Payload, e
 	return Payload{Floats: c.buf, Wire: int64(2 * len(c.buf)), TensorWire: c.tw}, nil
 }
 
+// statelessDecode: DecodeAdd writes only dst (it adds the summed values only), so a worker
+// that does not keep the mean skips decoding.
+func (c *fp16) statelessDecode() {}
+
 // DecodeAdd adds the summed values.
 func (c *fp16) DecodeAdd(p Payload, dst []float32, _ StepInfo) error {
 	if len(p.Floats) != len(c.buf) {

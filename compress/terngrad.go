@@ -141,6 +141,10 @@ func ternClip(g []float32, c float64) {
 	}
 }
 
+// statelessDecode: DecodeAdd writes only dst (the scale is scratch that Encode rewrites), so a worker
+// that does not keep the mean skips decoding.
+func (c *ternGrad) statelessDecode() {}
+
 // DecodeAdd adds one worker's s * t.
 func (c *ternGrad) DecodeAdd(p Payload, dst []float32, _ StepInfo) error {
 	if err := checkSize(p, c.wire); err != nil {
