@@ -600,3 +600,80 @@ func flatIndex(x *Exchange, i int) int {
 	}
 	return -1
 }
+
+// TestContributeKeepsState: a worker that only contributes (Contribute:
+// the mean it would write is not read) must leave its compressor and error
+// feedback in the state that Exchange leaves, with the same byte counts, for
+// every compressor: those that skip decoding there (statelessDecoder) must
+// not change anything in DecodeAdd that a later step reads. Four workers,
+// all exchanging against worker 0 exchanging and the others contributing,
+// over steps that cover every stage (GradiVeQ's sampling and compression,
+// LGC's dense, training and compressed steps); the states are compared bit
+// for bit after every step, and so is worker 0's mean.
+func TestContributeKeepsState(t *testing.T) {
+	const n, steps = 4, 8
+	for _, name := range Names() {
+		t.Run(name, func(t *testing.T) {
+			all, some := newWorkerRuns(t, name, n), newWorkerRuns(t, name, n)
+			size := len(all[0].x.dbuf) + len(all[0].x.cbuf)
+			for step := range steps {
+				means := [2][]float32{}
+				for side, runs := range [][]*workerRun{all, some} {
+					var wg sync.WaitGroup
+					errs := make([]error, n)
+					for w, r := range runs {
+						rng := rand.New(rand.NewPCG(uint64(step), uint64(w)))
+						g := make([]float32, size)
+						for i := range g {
+							g[i] = float32(rng.NormFloat64())
+						}
+						if w == 0 {
+							means[side] = g
+						}
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							if side == 1 && w > 0 {
+								errs[w] = r.x.Contribute(g, step)
+							} else {
+								errs[w] = r.x.Exchange(g, step)
+							}
+						}()
+					}
+					wg.Wait()
+					for w, err := range errs {
+						if err != nil {
+							t.Fatalf("step %d worker %d: %v", step, w, err)
+						}
+					}
+				}
+				if !reflect.DeepEqual(bitsOf(means[0]), bitsOf(means[1])) {
+					t.Fatalf("step %d: worker 0's mean differs", step)
+				}
+				for w := range n {
+					a, b := all[w].x.State(), some[w].x.State()
+					if len(a) != len(b) {
+						t.Fatalf("step %d worker %d: %d state buffers against %d", step, w, len(b), len(a))
+					}
+					for k, v := range a {
+						if !reflect.DeepEqual(bitsOf(v), bitsOf(b[k])) {
+							t.Fatalf("step %d worker %d: state %q differs after Contribute", step, w, k)
+						}
+					}
+					if !reflect.DeepEqual(all[w].x.Traffic(), some[w].x.Traffic()) {
+						t.Fatalf("step %d worker %d: traffic %+v after Contribute, %+v after Exchange", step, w, some[w].x.Traffic(), all[w].x.Traffic())
+					}
+				}
+			}
+		})
+	}
+}
+
+// bitsOf is v's bit patterns, so that NaNs and signed zeros compare exactly.
+func bitsOf(v []float32) []uint32 {
+	out := make([]uint32, len(v))
+	for i, x := range v {
+		out[i] = math.Float32bits(x)
+	}
+	return out
+}
