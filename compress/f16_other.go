@@ -1,0 +1,7 @@
+//go:build !amd64
+
+package compress
+
+var f16Vector = false
+
+func roundF16Vec(v []float32) int { return 0 }
