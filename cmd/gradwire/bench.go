@@ -79,8 +79,10 @@ the default is 1/1/none, 8/2/none, 8/2/dgc and 8/2/powersgd. Each replica's
 fast ops split their work over GOMAXPROCS/replicas goroutines, as in training.
 The scenarios are built up front, warmed up in turn, then timed in --trials
 rounds, each round a block of --steps steps of every scenario in rotating
-order. Reported per scenario: best and median trial, spread, the ratios to the
-first scenario, the overhead of a compressor over the scenario with the same
+order. Reported per scenario: how each replica computed its workers (passes:
+fused, grouped, or one by one where the engine cannot fuse, e.g. workers not
+divided evenly over the replicas, or with /unfused), best and median trial,
+spread, the ratios to the first scenario, the overhead of a compressor over the scenario with the same
 workers and replicas and compress.name none (not unfused), the engine's compute time per
 worker (forward and backward of one worker batch), the process's CPU time per
 step (all threads: steadier than the step time on a machine shared with other
@@ -285,7 +287,7 @@ func engineWriter(format string, w io.Writer) (func([]bench.EngineResult) error,
 	case "csv":
 		return func(rs []bench.EngineResult) error {
 			cw := csv.NewWriter(w)
-			cw.Write([]string{"model", "global_batch", "params", "scenario", "workers", "replicas", "compress", "worker_batch", "op_workers",
+			cw.Write([]string{"model", "global_batch", "params", "scenario", "passes", "workers", "replicas", "compress", "worker_batch", "op_workers",
 				"warmup", "steps", "trials", "best_seconds", "median_seconds", "spread", "best_ratio", "median_ratio",
 				"best_overhead_percent", "median_overhead_percent", "compute_seconds", "best_cpu_seconds", "median_cpu_seconds",
 				"alloc_bytes_per_step", "allocs_per_step",
@@ -297,7 +299,7 @@ func engineWriter(format string, w io.Writer) (func([]bench.EngineResult) error,
 						trials[i] = strconv.FormatFloat(t, 'g', 6, 64)
 					}
 					g := func(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
-					cw.Write([]string{r.Model, strconv.Itoa(r.GlobalBatch), strconv.Itoa(r.Params), s.Scenario, strconv.Itoa(s.Workers),
+					cw.Write([]string{r.Model, strconv.Itoa(r.GlobalBatch), strconv.Itoa(r.Params), s.Scenario, s.Passes, strconv.Itoa(s.Workers),
 						strconv.Itoa(s.Replicas), s.Compress, strconv.Itoa(s.WorkerBatch), strconv.Itoa(s.OpWorkers),
 						strconv.Itoa(r.Warmup), strconv.Itoa(r.Steps), strconv.Itoa(r.Trials), g(s.BestSeconds), g(s.MedianSeconds),
 						strconv.FormatFloat(s.Spread, 'f', 3, 64), strconv.FormatFloat(s.BestRatio, 'f', 3, 64), strconv.FormatFloat(s.MedianRatio, 'f', 3, 64),
@@ -315,16 +317,16 @@ func engineWriter(format string, w io.Writer) (func([]bench.EngineResult) error,
 				fmt.Fprintf(w, "%s; GOMAXPROCS %d; ops %s; blas %s; %d trials x %d steps after %d warm-up steps\n\n",
 					rs[0].Machine, rs[0].GOMAXPROCS, rs[0].Ops, rs[0].BLAS, rs[0].Trials, rs[0].Steps, rs[0].Warmup)
 			}
-			fmt.Fprintln(w, "| model | global batch | scenario | worker batch | op workers | best step (ms) | median step (ms) | spread | best / first | median / first | compressor overhead, best (%) | compressor overhead, median (%) | compute per worker (ms) | CPU per step, median (ms) | CPU / first | allocated per step (MB) | allocations per step |")
-			fmt.Fprintln(w, "|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+			fmt.Fprintln(w, "| model | global batch | scenario | passes | worker batch | op workers | best step (ms) | median step (ms) | spread | best / first | median / first | compressor overhead, best (%) | compressor overhead, median (%) | compute per worker (ms) | CPU per step, median (ms) | CPU / first | allocated per step (MB) | allocations per step |")
+			fmt.Fprintln(w, "|---|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 			for _, r := range rs {
 				for _, s := range r.Scenarios {
 					cpuRatio := s.MedianCPUSeconds / r.Scenarios[0].MedianCPUSeconds
 					if r.Scenarios[0].MedianCPUSeconds == 0 {
 						cpuRatio = 0
 					}
-					fmt.Fprintf(w, "| %s | %d | %s | %d | %d | %.2f | %.2f | %.2fx | %.3f | %.3f | %s | %s | %.2f | %.2f | %.3f | %.2f | %.0f |\n",
-						r.Model, r.GlobalBatch, s.Scenario, s.WorkerBatch, s.OpWorkers, s.BestSeconds*1e3, s.MedianSeconds*1e3, s.Spread,
+					fmt.Fprintf(w, "| %s | %d | %s | %s | %d | %d | %.2f | %.2f | %.2fx | %.3f | %.3f | %s | %s | %.2f | %.2f | %.3f | %.2f | %.0f |\n",
+						r.Model, r.GlobalBatch, s.Scenario, s.Passes, s.WorkerBatch, s.OpWorkers, s.BestSeconds*1e3, s.MedianSeconds*1e3, s.Spread,
 						s.BestRatio, s.MedianRatio, pct(s.BestOverhead), pct(s.MedianOverhead), s.ComputeSeconds*1e3,
 						s.MedianCPUSeconds*1e3, cpuRatio, s.AllocBytesPerStep/1e6, s.AllocsPerStep)
 				}

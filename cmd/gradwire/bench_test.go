@@ -124,16 +124,17 @@ func TestBenchEngine(t *testing.T) {
 		GlobalBatch int    `json:"global_batch"`
 		Scenarios   []struct {
 			Scenario string  `json:"scenario"`
+			Passes   string  `json:"passes"`
 			Best     float64 `json:"best_seconds"`
 		} `json:"scenarios"`
 	}
 	if err != nil || json.Unmarshal([]byte(out), &rs) != nil || len(rs) != 1 || rs[0].GlobalBatch != 4 || len(rs[0].Scenarios) != 1 ||
-		rs[0].Scenarios[0].Scenario != "2/1/none" || rs[0].Scenarios[0].Best <= 0 {
+		rs[0].Scenarios[0].Scenario != "2/1/none" || rs[0].Scenarios[0].Passes != "fused" || rs[0].Scenarios[0].Best <= 0 {
 		t.Fatalf("json: %v %q", err, out)
 	}
 
 	out, _, err = run(t, "bench", "--engine", "--model", "mlp", "--batch", "4", "--steps", "1", "--warmup", "0", "--trials", "1", "--scenario", "1/1/none")
-	if err != nil || !strings.Contains(out, "| mlp | 4 | 1/1/none | 4 |") || !strings.Contains(out, "GOMAXPROCS") {
+	if err != nil || !strings.Contains(out, "| mlp | 4 | 1/1/none | one by one | 4 |") || !strings.Contains(out, "GOMAXPROCS") {
 		t.Fatalf("table: %v %q", err, out)
 	}
 }

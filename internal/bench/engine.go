@@ -70,6 +70,7 @@ type EngineCase struct {
 type ScenarioResult struct {
 	Scenario       string    `json:"scenario"` // WORKERS/REPLICAS/COMPRESSOR[/unfused]
 	Unfused        bool      `json:"unfused,omitempty"`
+	Passes         string    `json:"passes"` // how each replica computes its workers: fused, grouped or one by one (dist.Engine.Passes)
 	Workers        int       `json:"workers"`
 	Replicas       int       `json:"replicas"`
 	Compress       string    `json:"compress"`
@@ -390,7 +391,7 @@ func MeasureEngine(ctx context.Context, c EngineCase, steps, warmup, trials int)
 		}
 		res.Scenarios = append(res.Scenarios, ScenarioResult{
 			BestCPUSeconds: cpu.Best, MedianCPUSeconds: cpu.Median,
-			Scenario: r.s.String(), Unfused: r.s.Unfused, Workers: r.s.Workers, Replicas: r.s.Replicas, Compress: r.s.Compress,
+			Scenario: r.s.String(), Unfused: r.s.Unfused, Passes: r.engine.Passes(), Workers: r.s.Workers, Replicas: r.s.Replicas, Compress: r.s.Compress,
 			WorkerBatch: r.cfg.WorkerBatch(), OpWorkers: r.opWorkers, TrialSeconds: trialSeconds[i],
 			BestSeconds: st.Best, MedianSeconds: st.Median, Spread: st.Spread, ComputeSeconds: median(compute[i]),
 			AllocBytesPerStep: float64(allocBytes[i]) / timed, AllocsPerStep: float64(allocs[i]) / timed,
