@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gradwire/gradwire/dist"
+	"github.com/gradwire/gradwire/internal/vec"
 	"github.com/gradwire/gradwire/optim"
 )
 
@@ -79,6 +80,10 @@ type Exchange struct {
 	// payload) rather than packed into cbuf.
 	flat  bool
 	first Payload
+	// Set by take: the compensated gradient (gradient + residual) is in
+	// cbuf, for a sparse sender of one round (sparseSender); the residual
+	// is unchanged until the exchange swaps the two buffers.
+	precomp bool
 	// Prepare took the gradient of step preparedStep.
 	prepared     bool
 	preparedStep int
@@ -319,7 +324,19 @@ func (x *Exchange) take(grad []float32, info StepInfo) error {
 			return fmt.Errorf("compress %s: round 0: %w", x.send.name, err)
 		}
 	}
+	x.precomp = false
 	if !x.flat {
+		if x.send.sparse != nil && x.send.needs.Rounds == 1 {
+			// Compensate while packing: one pass instead of a copy and a
+			// pass over the copy and the residual; the residual is read,
+			// not written, so taking the same step again is harmless.
+			res := x.send.mem.residual
+			for _, t := range x.packed {
+				vec.AddScale(x.cbuf[t.Offset:t.Offset+t.Size], grad[t.FlatOffset:t.FlatOffset+t.Size], res[t.Offset:t.Offset+t.Size], 1)
+			}
+			x.precomp = true
+			return nil
+		}
 		for _, t := range x.packed {
 			copy(x.cbuf[t.Offset:t.Offset+t.Size], grad[t.FlatOffset:t.FlatOffset+t.Size])
 		}
@@ -386,7 +403,16 @@ func (x *Exchange) exchange(grad []float32, step int, keep bool) error {
 		if r > 0 || !x.flat {
 			var err error
 			t0 := time.Now()
-			if p, err = x.send.Compress(r, x.cbuf, prev, info); err != nil {
+			if r == 0 && x.precomp {
+				// The compensated gradient becomes the residual (the sent
+				// values are taken off it there), the old residual cbuf's
+				// scratch.
+				x.cbuf, x.send.mem.residual = x.send.mem.residual, x.cbuf
+				p, err = x.send.compressCompensated(prev, info)
+			} else {
+				p, err = x.send.Compress(r, x.cbuf, prev, info)
+			}
+			if err != nil {
 				return fmt.Errorf("compress %s: round %d: %w", x.send.name, r, err)
 			}
 			spent += time.Since(t0)

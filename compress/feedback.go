@@ -126,7 +126,8 @@ func grow(b *[]float32, n int) []float32 {
 // appendSent appends their packed positions (no repeats) and their values as
 // DecodeAdd adds them (float16-rounded where the payload carries float16).
 // It is valid after the last round's Encode until the compressor's next
-// Encode or DecodeAdd.
+// Encode or DecodeAdd. Its Encode reads grad without writing it: the
+// exchange may pass the residual itself as grad (sender.compressCompensated).
 type sparseSender interface {
 	appendSent(idx []int32, vals []float32) ([]int32, []float32)
 }
@@ -200,6 +201,21 @@ func (s *sender) Compress(r int, grad []float32, prev Combined, info StepInfo) (
 		return p, fmt.Errorf("%s: decoding the own payload: %w", s.name, err)
 	}
 	s.mem.Update(s.sent)
+	return p, nil
+}
+
+// compressCompensated is Compress for a sparse sender of one round whose
+// residual already holds the step's compensated gradient (the exchange
+// formed it while taking the gradient): Encode reads it there, and
+// UpdateSparse takes the sent values off.
+func (s *sender) compressCompensated(prev Combined, info StepInfo) (Payload, error) {
+	m := s.mem
+	m.sentIdx, m.sentVals, m.sentPre = m.sentIdx[:0], m.sentVals[:0], m.sentPre[:0]
+	p, err := s.c.Encode(0, m.residual, prev, info)
+	if err != nil {
+		return p, err
+	}
+	m.UpdateSparse(s.sparse)
 	return p, nil
 }
 

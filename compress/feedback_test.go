@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 )
 
@@ -98,5 +99,71 @@ func TestSparseFeedbackMatchesDense(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestExchangeSparseFeedbackMatchesDense: through the exchange, topk and
+// randomk compensate while taking the gradient and swap the compensated
+// buffer in as the residual; four workers' means and residuals must equal
+// those of exchanges whose senders keep dense error feedback, bit for bit,
+// over steps taken through Exchange alone, through Prepare first, and
+// through Prepare twice for the same step.
+func TestExchangeSparseFeedbackMatchesDense(t *testing.T) {
+	const n, steps = 4, 12
+	for _, name := range []string{"topk", "randomk"} {
+		t.Run(name, func(t *testing.T) {
+			sparse, dense := newWorkerRuns(t, name, n), newWorkerRuns(t, name, n)
+			for _, r := range dense {
+				r.x.send = newSender(name, denseFeedback{r.x.comp}, len(r.x.cbuf))
+			}
+			if sparse[0].x.send.sparse == nil || dense[0].x.send.sparse != nil {
+				t.Fatal("the two sides do not keep their feedback in the two modes")
+			}
+			size := len(sparse[0].x.dbuf) + len(sparse[0].x.cbuf)
+			for step := range steps {
+				outs := [2][][]float32{}
+				for side, runs := range [][]*workerRun{sparse, dense} {
+					var wg sync.WaitGroup
+					errs := make([]error, n)
+					outs[side] = make([][]float32, n)
+					for w, r := range runs {
+						rng := rand.New(rand.NewPCG(uint64(step), uint64(w)))
+						g := make([]float32, size)
+						for i := range g {
+							g[i] = float32(rng.NormFloat64())
+						}
+						outs[side][w] = g
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							for range step % 3 { // 0, 1 or 2 Prepares before the exchange
+								if _, err := r.x.Prepare(g, step); err != nil {
+									errs[w] = err
+									return
+								}
+							}
+							errs[w] = r.x.Exchange(g, step)
+						}()
+					}
+					wg.Wait()
+					for w, err := range errs {
+						if err != nil {
+							t.Fatalf("step %d worker %d: %v", step, w, err)
+						}
+					}
+				}
+				for w := range n {
+					if !slices.Equal(bitsOf(outs[0][w]), bitsOf(outs[1][w])) {
+						t.Fatalf("step %d worker %d: the means differ", step, w)
+					}
+					if !slices.Equal(bitsOf(sparse[w].x.Feedback().Residual()), bitsOf(dense[w].x.Feedback().Residual())) {
+						t.Fatalf("step %d worker %d: the residuals differ", step, w)
+					}
+					if !slices.Equal(bitsOf(sparse[w].x.Feedback().Compensated()), bitsOf(dense[w].x.Feedback().Compensated())) {
+						t.Fatalf("step %d worker %d: the compensated gradients differ", step, w)
+					}
+				}
+			}
+		})
 	}
 }
