@@ -155,11 +155,9 @@ type sender struct {
 	sent  []float32 // DecodeAdd of this worker's own payload (not with sparse)
 	// sparse: the compressor lists its own payload's entries; the residual
 	// then changes only there (memory's sparse mode).
-	sparse   sparseSender
-	sentIdx  []int32
-	sentVals []float32
-	ef       ErrorFeedback
-	whole    CombinedDecoder // non-nil when the compressor decodes the combined result itself
+	sparse sparseSender
+	ef     ErrorFeedback
+	whole  CombinedDecoder // non-nil when the compressor decodes the combined result itself
 }
 
 func newSender(name string, c Compressor, n int) *sender {
