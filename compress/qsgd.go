@@ -142,14 +142,15 @@ func (c *qsgd) Encode(_ int, grad []float32, _ Combined, info StepInfo) (Payload
 				}
 				a := min(float64(c.levels)*float64(abs32(x))/n, float64(c.levels))
 				z := math.Floor(a)
-				if u < a-z {
-					z++
+				// The rounding and the sign are coin flips to the branch
+				// predictor: set them without branches.
+				level := uint64(z) + b2u(u < a-z)
+				code := level<<1 | b2u(x < 0)&b2u(level > 0)
+				if pos := (b*c.bucket + j) * int(bitsPer); 8%bitsPer == 0 {
+					codes[pos>>3] |= byte(code) << (pos & 7) // within one byte
+				} else {
+					putBits(codes, pos, bitsPer, code)
 				}
-				code := uint64(z) << 1
-				if x < 0 && z > 0 {
-					code |= 1
-				}
-				putBits(codes, (b*c.bucket+j)*int(bitsPer), bitsPer, code)
 			}
 		}
 		c.enc.Float32s(scales)
@@ -177,15 +178,19 @@ func (c *qsgd) DecodeAdd(p Payload, dst []float32, _ StepInfo) error {
 		codes := d.Raw(nc)
 		out := dst[t.Offset : t.Offset+t.Size]
 		for i := range out {
-			code := getBits(codes, i*int(bitsPer), bitsPer)
+			var code uint64
+			if pos := i * int(bitsPer); 8%bitsPer == 0 {
+				code = uint64(codes[pos>>3]>>(pos&7)) & (1<<bitsPer - 1) // within one byte
+			} else {
+				code = getBits(codes, pos, bitsPer)
+			}
 			z := code >> 1
 			if z > uint64(c.levels) {
 				return fmt.Errorf("qsgd: tensor %s element %d has level %d, above compress.qsgd.levels %d", t.Name, i, z, c.levels)
 			}
 			q := float32(float64(scales[i/c.bucket]) * float64(z) / s)
-			if code&1 != 0 {
-				q = -q
-			}
+			// The sign bit set without a branch: negation flips it.
+			q = math.Float32frombits(math.Float32bits(q) ^ uint32(code&1)<<31)
 			out[i] += q
 		}
 	}
@@ -221,3 +226,12 @@ func getBits(b []byte, pos int, n uint) uint64 {
 func (c *qsgd) Steady(StepInfo) bool                   { return true }
 func (c *qsgd) State() map[string][]float32            { return nil }
 func (c *qsgd) SetState(st map[string][]float32) error { return noState("qsgd", st) }
+
+// b2u is 1 for true and 0 for false, without a branch.
+func b2u(b bool) uint64 {
+	var u uint64
+	if b {
+		u = 1
+	}
+	return u
+}

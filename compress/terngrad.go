@@ -96,14 +96,10 @@ func (c *ternGrad) Encode(_ int, grad []float32, _ Combined, info StepInfo) (Pay
 		clear(codes)
 		c.pcg.Seed(dgcMix(c.seed, c.worker), dgcMix(uint64(info.Step), uint64(ti)))
 		for i, v := range g {
-			code := byte(1)
-			if ternRound(c.rng.Float64(), float64(abs32(v))/float64(s)) {
-				if v > 0 {
-					code = 2
-				} else {
-					code = 0
-				}
-			}
+			// 1, or when rounded up 2 for v > 0 and 0 otherwise; without
+			// branches, which the coin flips would mispredict.
+			up := b2u(ternRound(c.rng.Float64(), float64(abs32(v))/float64(s)))
+			code := byte(1 + 2*up*b2u(v > 0) - up)
 			codes[i>>2] |= code << (2 * (i & 3))
 		}
 		c.scale[0] = s
