@@ -92,3 +92,12 @@ func (r *bitReader) gamma(maxBits int) (uint64, error) {
 	}
 	return v, nil
 }
+
+// b2u is 1 for true and 0 for false, without a branch.
+func b2u(b bool) uint64 {
+	var u uint64
+	if b {
+		u = 1
+	}
+	return u
+}

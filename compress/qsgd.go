@@ -146,11 +146,7 @@ func (c *qsgd) Encode(_ int, grad []float32, _ Combined, info StepInfo) (Payload
 				// predictor: set them without branches.
 				level := uint64(z) + b2u(u < a-z)
 				code := level<<1 | b2u(x < 0)&b2u(level > 0)
-				if pos := (b*c.bucket + j) * int(bitsPer); 8%bitsPer == 0 {
-					codes[pos>>3] |= byte(code) << (pos & 7) // within one byte
-				} else {
-					putBits(codes, pos, bitsPer, code)
-				}
+				putBits(codes, (b*c.bucket+j)*int(bitsPer), bitsPer, code)
 			}
 		}
 		c.enc.Float32s(scales)
@@ -178,12 +174,7 @@ func (c *qsgd) DecodeAdd(p Payload, dst []float32, _ StepInfo) error {
 		codes := d.Raw(nc)
 		out := dst[t.Offset : t.Offset+t.Size]
 		for i := range out {
-			var code uint64
-			if pos := i * int(bitsPer); 8%bitsPer == 0 {
-				code = uint64(codes[pos>>3]>>(pos&7)) & (1<<bitsPer - 1) // within one byte
-			} else {
-				code = getBits(codes, pos, bitsPer)
-			}
+			code := getBits(codes, i*int(bitsPer), bitsPer)
 			z := code >> 1
 			if z > uint64(c.levels) {
 				return fmt.Errorf("qsgd: tensor %s element %d has level %d, above compress.qsgd.levels %d", t.Name, i, z, c.levels)
@@ -200,6 +191,10 @@ func (c *qsgd) DecodeAdd(p Payload, dst []float32, _ StepInfo) error {
 // putBits writes the n low bits of v at bit position pos (least significant
 // first); the bits there must be zero.
 func putBits(b []byte, pos int, n uint, v uint64) {
+	if off := uint(pos & 7); off+n <= 8 { // within one byte (every code of 1, 2, 4 or 8 bits)
+		b[pos>>3] |= byte(v&(1<<n-1)) << off
+		return
+	}
 	for n > 0 {
 		i, off := pos>>3, uint(pos&7)
 		k := min(n, 8-off)
@@ -212,6 +207,9 @@ func putBits(b []byte, pos int, n uint, v uint64) {
 
 // getBits reads n bits at bit position pos, as putBits wrote them.
 func getBits(b []byte, pos int, n uint) uint64 {
+	if off := uint(pos & 7); off+n <= 8 { // within one byte
+		return uint64(b[pos>>3]>>off) & (1<<n - 1)
+	}
 	var v uint64
 	for got := uint(0); got < n; {
 		i, off := pos>>3, uint(pos&7)
@@ -226,12 +224,3 @@ func getBits(b []byte, pos int, n uint) uint64 {
 func (c *qsgd) Steady(StepInfo) bool                   { return true }
 func (c *qsgd) State() map[string][]float32            { return nil }
 func (c *qsgd) SetState(st map[string][]float32) error { return noState("qsgd", st) }
-
-// b2u is 1 for true and 0 for false, without a branch.
-func b2u(b bool) uint64 {
-	var u uint64
-	if b {
-		u = 1
-	}
-	return u
-}

@@ -345,3 +345,29 @@ func TestQSGDRejects(t *testing.T) {
 		t.Errorf("NaN gradient: error %v", err)
 	}
 }
+
+// TestBitsRoundTrip: putBits and getBits at every width from 1 to 33 bits,
+// packed end to end from every starting offset in a byte, read back what was
+// written, whether a field fits within one byte or straddles several, and
+// leave the other bits alone.
+func TestBitsRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	for n := uint(1); n <= 33; n++ {
+		for start := range 8 {
+			vals := make([]uint64, 50)
+			b := make([]byte, (start+len(vals)*int(n))/8+2)
+			for i := range vals {
+				vals[i] = rng.Uint64() & (1<<n - 1)
+				putBits(b, start+i*int(n), n, vals[i]|^(1<<n-1)) // bits above n must be ignored
+			}
+			for i, want := range vals {
+				if got := getBits(b, start+i*int(n), n); got != want {
+					t.Fatalf("width %d from bit %d: field %d reads %#x, wrote %#x", n, start, i, got, want)
+				}
+			}
+			if got := getBits(b, 0, uint(start)); start > 0 && got != 0 {
+				t.Fatalf("width %d from bit %d: the bits before were changed: %#x", n, start, got)
+			}
+		}
+	}
+}
