@@ -51,7 +51,7 @@ func (m *memory) Compensate(g []float32) {
 			g[i] += e
 			r[i] = g[i]
 		}
-		m.sentIdx, m.sentVals, m.sentPre = m.sentIdx[:0], m.sentVals[:0], m.sentPre[:0]
+		m.clearSent()
 		return
 	}
 	c := m.compensated[:len(m.residual)]
@@ -69,14 +69,20 @@ func (m *memory) Update(sent []float32) {
 	}
 }
 
+// clearSent forgets the last step's sent entries (sparse mode): until
+// UpdateSparse lists this step's, the residual is the compensated gradient.
+func (m *memory) clearSent() {
+	m.sentIdx, m.sentVals, m.sentPre = m.sentIdx[:0], m.sentVals[:0], m.sentPre[:0]
+}
+
 // UpdateSparse is Update in sparse mode: it takes the sent entries from the
 // compressor, and as the residual holds the compensated gradient, only their
 // positions change. Each sent value is taken as 0 + v, the value DecodeAdd
 // leaves in a cleared buffer, so that the residual is bit for bit what
 // Update would have made.
 func (m *memory) UpdateSparse(c sparseSender) {
-	m.sentIdx, m.sentVals = c.appendSent(m.sentIdx[:0], m.sentVals[:0])
-	m.sentPre = m.sentPre[:0]
+	m.clearSent()
+	m.sentIdx, m.sentVals = c.appendSent(m.sentIdx, m.sentVals)
 	var zero float32
 	r := m.residual
 	for i, j := range m.sentIdx {
@@ -185,6 +191,21 @@ func (s *sender) Compress(r int, grad []float32, prev Combined, info StepInfo) (
 	if s.mem != nil && r == 0 {
 		s.mem.Compensate(grad)
 	}
+	return s.encode(r, grad, prev, info)
+}
+
+// compressCompensated is Compress's round 0 for a sparse sender of one round
+// whose residual already holds the step's compensated gradient (the
+// exchange formed it while taking the gradient): Encode reads it there, and
+// UpdateSparse takes the sent values off.
+func (s *sender) compressCompensated(prev Combined, info StepInfo) (Payload, error) {
+	s.mem.clearSent()
+	return s.encode(0, s.mem.residual, prev, info)
+}
+
+// encode is Encode of round r on the compensated grad; after the last round
+// the residual keeps what the own payload does not carry.
+func (s *sender) encode(r int, grad []float32, prev Combined, info StepInfo) (Payload, error) {
 	p, err := s.c.Encode(r, grad, prev, info)
 	if err != nil || s.mem == nil || r != s.needs.Rounds-1 {
 		return p, err
@@ -199,21 +220,6 @@ func (s *sender) Compress(r int, grad []float32, prev Combined, info StepInfo) (
 		return p, fmt.Errorf("%s: decoding the own payload: %w", s.name, err)
 	}
 	s.mem.Update(s.sent)
-	return p, nil
-}
-
-// compressCompensated is Compress for a sparse sender of one round whose
-// residual already holds the step's compensated gradient (the exchange
-// formed it while taking the gradient): Encode reads it there, and
-// UpdateSparse takes the sent values off.
-func (s *sender) compressCompensated(prev Combined, info StepInfo) (Payload, error) {
-	m := s.mem
-	m.sentIdx, m.sentVals, m.sentPre = m.sentIdx[:0], m.sentVals[:0], m.sentPre[:0]
-	p, err := s.c.Encode(0, m.residual, prev, info)
-	if err != nil {
-		return p, err
-	}
-	m.UpdateSparse(s.sparse)
 	return p, nil
 }
 
