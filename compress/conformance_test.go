@@ -120,11 +120,7 @@ func stepWorkers(t *testing.T, name string, runs []*workerRun, from, to int) {
 		var wg sync.WaitGroup
 		errs := make([]error, n)
 		for w, r := range runs {
-			rng := rand.New(rand.NewPCG(uint64(step), uint64(w)))
-			g := make([]float32, size)
-			for i := range g {
-				g[i] = float32(rng.NormFloat64())
-			}
+			g := workerGrad(step, w, size)
 			r.grads = append(r.grads, append([]float32(nil), g...))
 			wg.Add(1)
 			go func(w int, r *workerRun, g []float32) {
@@ -499,11 +495,7 @@ func checkOracle(t *testing.T, name string, n int) {
 		outs := make([][]float32, n)
 		var wg sync.WaitGroup
 		for w := range xs {
-			rng := rand.New(rand.NewPCG(uint64(step), uint64(w)))
-			grads[w] = make([]float32, size)
-			for i := range grads[w] {
-				grads[w][i] = float32(rng.NormFloat64())
-			}
+			grads[w] = workerGrad(step, w, size)
 			outs[w] = append([]float32(nil), grads[w]...)
 			wg.Add(1)
 			go func(w int) {
@@ -615,39 +607,15 @@ func TestContributeKeepsState(t *testing.T) {
 	for _, name := range Names() {
 		t.Run(name, func(t *testing.T) {
 			all, some := newWorkerRuns(t, name, n), newWorkerRuns(t, name, n)
-			size := len(all[0].x.dbuf) + len(all[0].x.cbuf)
 			for step := range steps {
-				means := [2][]float32{}
-				for side, runs := range [][]*workerRun{all, some} {
-					var wg sync.WaitGroup
-					errs := make([]error, n)
-					for w, r := range runs {
-						rng := rand.New(rand.NewPCG(uint64(step), uint64(w)))
-						g := make([]float32, size)
-						for i := range g {
-							g[i] = float32(rng.NormFloat64())
-						}
-						if w == 0 {
-							means[side] = g
-						}
-						wg.Add(1)
-						go func() {
-							defer wg.Done()
-							if side == 1 && w > 0 {
-								errs[w] = r.x.Contribute(g, step)
-							} else {
-								errs[w] = r.x.Exchange(g, step)
-							}
-						}()
+				exchanged := stepRuns(t, all, step, func(_ int, x *Exchange, g []float32) error { return x.Exchange(g, step) })
+				contributed := stepRuns(t, some, step, func(w int, x *Exchange, g []float32) error {
+					if w > 0 {
+						return x.Contribute(g, step)
 					}
-					wg.Wait()
-					for w, err := range errs {
-						if err != nil {
-							t.Fatalf("step %d worker %d: %v", step, w, err)
-						}
-					}
-				}
-				if !reflect.DeepEqual(bitsOf(means[0]), bitsOf(means[1])) {
+					return x.Exchange(g, step)
+				})
+				if !reflect.DeepEqual(bitsOf(exchanged[0]), bitsOf(contributed[0])) {
 					t.Fatalf("step %d: worker 0's mean differs", step)
 				}
 				for w := range n {
@@ -667,6 +635,43 @@ func TestContributeKeepsState(t *testing.T) {
 			}
 		})
 	}
+}
+
+// workerGrad is worker w's gradient of a step in these tests: size values
+// from a generator seeded by (step, w).
+func workerGrad(step, w, size int) []float32 {
+	rng := rand.New(rand.NewPCG(uint64(step), uint64(w)))
+	g := make([]float32, size)
+	for i := range g {
+		g[i] = float32(rng.NormFloat64())
+	}
+	return g
+}
+
+// stepRuns runs one step on every worker of runs at once, worker w's
+// exchange called by call on its workerGrad, and returns the gradients as
+// the calls left them (the means, where Exchange wrote them).
+func stepRuns(t *testing.T, runs []*workerRun, step int, call func(w int, x *Exchange, g []float32) error) [][]float32 {
+	t.Helper()
+	size := len(runs[0].x.dbuf) + len(runs[0].x.cbuf)
+	grads := make([][]float32, len(runs))
+	errs := make([]error, len(runs))
+	var wg sync.WaitGroup
+	for w, r := range runs {
+		grads[w] = workerGrad(step, w, size)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[w] = call(w, r.x, grads[w])
+		}()
+	}
+	wg.Wait()
+	for w, err := range errs {
+		if err != nil {
+			t.Fatalf("step %d worker %d: %v", step, w, err)
+		}
+	}
+	return grads
 }
 
 // bitsOf is v's bit patterns, so that NaNs and signed zeros compare exactly.

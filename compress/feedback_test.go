@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"sync"
 	"testing"
 )
 
@@ -119,38 +118,17 @@ func TestExchangeSparseFeedbackMatchesDense(t *testing.T) {
 			if sparse[0].x.send.sparse == nil || dense[0].x.send.sparse != nil {
 				t.Fatal("the two sides do not keep their feedback in the two modes")
 			}
-			size := len(sparse[0].x.dbuf) + len(sparse[0].x.cbuf)
 			for step := range steps {
-				outs := [2][][]float32{}
+				var outs [2][][]float32
 				for side, runs := range [][]*workerRun{sparse, dense} {
-					var wg sync.WaitGroup
-					errs := make([]error, n)
-					outs[side] = make([][]float32, n)
-					for w, r := range runs {
-						rng := rand.New(rand.NewPCG(uint64(step), uint64(w)))
-						g := make([]float32, size)
-						for i := range g {
-							g[i] = float32(rng.NormFloat64())
-						}
-						outs[side][w] = g
-						wg.Add(1)
-						go func() {
-							defer wg.Done()
-							for range step % 3 { // 0, 1 or 2 Prepares before the exchange
-								if _, err := r.x.Prepare(g, step); err != nil {
-									errs[w] = err
-									return
-								}
+					outs[side] = stepRuns(t, runs, step, func(_ int, x *Exchange, g []float32) error {
+						for range step % 3 { // 0, 1 or 2 Prepares before the exchange
+							if _, err := x.Prepare(g, step); err != nil {
+								return err
 							}
-							errs[w] = r.x.Exchange(g, step)
-						}()
-					}
-					wg.Wait()
-					for w, err := range errs {
-						if err != nil {
-							t.Fatalf("step %d worker %d: %v", step, w, err)
 						}
-					}
+						return x.Exchange(g, step)
+					})
 				}
 				for w := range n {
 					if !slices.Equal(bitsOf(outs[0][w]), bitsOf(outs[1][w])) {
