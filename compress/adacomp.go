@@ -236,8 +236,8 @@ func (c *adaComp) compressTensor(e *Encoder, t Tensor, bin int, g []float32) {
 // ceil(log2(bin)), 0 for bins of one element.
 func binOffsetBits(bin int) int { return bits.Len(uint(bin - 1)) }
 
-// statelessDecode: DecodeAdd writes only dst (it reads the configuration only), so a worker
-// that does not keep the mean skips decoding.
+// statelessDecode: DecodeAdd writes only dst, so a worker that does not keep the mean
+// skips it.
 func (c *adaComp) statelessDecode() {}
 
 // DecodeAdd scatter-adds one worker's values.

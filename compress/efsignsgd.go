@@ -51,8 +51,8 @@ func (c *efSignSGD) Encode(_ int, grad []float32, _ Combined, _ StepInfo) (Paylo
 	return Payload{Bytes: c.enc.Bytes(), Wire: int64(c.enc.Len()), TensorWire: c.tw}, nil
 }
 
-// statelessDecode: DecodeAdd writes only dst (the scale is scratch that Encode rewrites), so a worker
-// that does not keep the mean skips decoding.
+// statelessDecode: DecodeAdd writes only dst and the scale, scratch that Encode
+// rewrites, so a worker that does not keep the mean skips it.
 func (c *efSignSGD) statelessDecode() {}
 
 // DecodeAdd adds one worker's signed scales.

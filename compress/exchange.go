@@ -328,8 +328,9 @@ func (x *Exchange) take(grad []float32, info StepInfo) error {
 	if !x.flat {
 		if x.send.sparse != nil && x.send.needs.Rounds == 1 {
 			// Compensate while packing: one pass instead of a copy and a
-			// pass over the copy and the residual; the residual is read,
-			// not written, so taking the same step again is harmless.
+			// pass over the copy and the residual (AddScale by 1: exactly
+			// gradient + residual); the residual is read, not written, so
+			// taking the same step again is harmless.
 			res := x.send.mem.residual
 			for _, t := range x.packed {
 				vec.AddScale(x.cbuf[t.Offset:t.Offset+t.Size], grad[t.FlatOffset:t.FlatOffset+t.Size], res[t.Offset:t.Offset+t.Size], 1)

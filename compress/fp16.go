@@ -30,8 +30,8 @@ func (c *fp16) Encode(_ int, grad []float32, _ Combined, _ StepInfo) (Payload, e
 	return Payload{Floats: c.buf, Wire: int64(2 * len(c.buf)), TensorWire: c.tw}, nil
 }
 
-// statelessDecode: DecodeAdd writes only dst (it adds the summed values only), so a worker
-// that does not keep the mean skips decoding.
+// statelessDecode: DecodeAdd writes only dst, so a worker that does not keep the mean
+// skips it.
 func (c *fp16) statelessDecode() {}
 
 // DecodeAdd adds the summed values.

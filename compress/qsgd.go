@@ -155,8 +155,8 @@ func (c *qsgd) Encode(_ int, grad []float32, _ Combined, info StepInfo) (Payload
 	return Payload{Bytes: c.enc.Bytes(), Wire: int64(c.enc.Len()), TensorWire: c.tw}, nil
 }
 
-// statelessDecode: DecodeAdd writes only dst (the scales are scratch that Encode rewrites), so a worker
-// that does not keep the mean skips decoding.
+// statelessDecode: DecodeAdd writes only dst and the scales, scratch that Encode
+// rewrites, so a worker that does not keep the mean skips it.
 func (c *qsgd) statelessDecode() {}
 
 // DecodeAdd adds one worker's quantized tensors; a level above s is rejected.

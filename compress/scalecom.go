@@ -230,8 +230,8 @@ func (c *scaleCom) tensorWire(r int) []int64 {
 	return c.tw[r]
 }
 
-// statelessDecode: DecodeAdd writes only dst (it reads the step's indices, which the last round's Encode set), so a worker
-// that does not keep the mean skips decoding.
+// statelessDecode: DecodeAdd writes only dst (it reads the step's indices, which the
+// last round's Encode set), so a worker that does not keep the mean skips it.
 func (c *scaleCom) statelessDecode() {}
 
 // DecodeAdd scatter-adds summed (or one worker's) values at this step's I.

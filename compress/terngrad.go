@@ -137,8 +137,8 @@ func ternClip(g []float32, c float64) {
 	}
 }
 
-// statelessDecode: DecodeAdd writes only dst (the scale is scratch that Encode rewrites), so a worker
-// that does not keep the mean skips decoding.
+// statelessDecode: DecodeAdd writes only dst and the scale, scratch that Encode
+// rewrites, so a worker that does not keep the mean skips it.
 func (c *ternGrad) statelessDecode() {}
 
 // DecodeAdd adds one worker's s * t.
